@@ -1,0 +1,55 @@
+"""Typed settings for Legato, read once at the edge.
+
+Every setting has the environment prefix ``LEGATO_`` (``LEGATO_DATABASE_URL`` and so on) and may
+also come from a ``.env`` file in the working directory. Policy modules never read settings: the
+drivers, services and CLI read them once and pass values down.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Legato's configuration. Field descriptions double as the CLI's help text."""
+
+    model_config = SettingsConfigDict(env_prefix="LEGATO_", env_file=".env", extra="ignore")
+
+    var_dir: Path = Field(
+        Path("var"), description="Folder for the embedded database, model copies, profiles, logs."
+    )
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of the control-plane database. Default: a SQLite file "
+        "<var_dir>/legato.db. PostgreSQL: postgresql+psycopg://user@host:port/db",
+    )
+    admin_token: SecretStr | None = Field(
+        None,
+        description="Admin credential for admin routes and the console. When unset, `make up` "
+        "generates one into <var_dir>/admin_token (never committed).",
+    )
+    api_host: str = Field("127.0.0.1", description="Address the API gateway listens on.")
+    api_port: int = Field(8700, ge=1, le=65535, description="Port of the API gateway.")
+    console_port: int = Field(8701, ge=1, le=65535, description="Port of the Streamlit console.")
+    torch_threads: int = Field(1, ge=1, description="torch threads per executor worker.")
+    cpu_worker_slots: int | None = Field(
+        None,
+        ge=1,
+        description="CPU worker processes on a machine without CUDA. Default: one per core.",
+    )
+
+    def resolved_database_url(self) -> str:
+        """The database URL to use: the explicit one, else the SQLite file under ``var_dir``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.var_dir / 'legato.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

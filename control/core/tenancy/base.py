@@ -1,0 +1,175 @@
+"""Contract between the orchestration half of the core and its tenancy half.
+
+The orchestration half (``control.core.engine.ControlCore``) owns runs, DAG progress, queues,
+routing and batching. The tenancy half owns everything that depends on *who* asks: admission
+(token buckets, concurrency caps, bounded queues), quotas with cohorts and borrowing, fair share
+between tenants, headroom reservations, priority classes and preemption of borrowed work.
+
+``ControlCore.step(now)`` calls the tenancy half at fixed points, in this order:
+
+1. ``admit`` for every submitted request (a refusal becomes a ``Reject`` action);
+2. ``on_enqueue`` when a ready step enters a local (per-replica) queue;
+3. ``order`` when a local scheduler forms a batch: the queue is taken in the returned order;
+4. ``headroom_check`` before a step is dispatched on a device of a reserved pool;
+5. ``charge`` when a step is dispatched (cost units from :class:`CostModel`);
+6. ``on_dequeue`` when a queued step leaves a queue without being dispatched (cancelled, moved);
+7. ``reclaims`` once per step, to preempt borrowed work whose owner wants its quota back;
+8. ``release`` when a run ends (success, failure, rejection after admission, preemption).
+
+All methods are pure state transitions: no I/O, no clock reads; ``now`` is seconds on the
+driver's clock. Quantities are integers (tokens, cost units, milli-fractions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Protocol
+
+#: Priority classes, most urgent first. Order within a tenant follows this rank.
+PRIORITY_CLASSES: tuple[str, ...] = ("critical", "standard", "batch")
+
+
+def priority_rank(priority_class: str) -> int:
+    """Rank of a class (0 = most urgent). Raises ValueError naming an unknown class."""
+    try:
+        return PRIORITY_CLASSES.index(priority_class)
+    except ValueError:
+        raise ValueError(
+            f"unknown priority class {priority_class!r}; expected one of {PRIORITY_CLASSES}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """What admission needs to know about one workflow run before it starts."""
+
+    request_id: str
+    tenant_id: str
+    priority_class: str
+    est_tokens: int  # input + expected output tokens over all nodes of the run
+    est_cost_units: int  # the same in the common cost scale (see CostModel)
+    arrival: float
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class Admitted:
+    request_id: str
+    borrowed: bool  # admitted on quota borrowed in the cohort: preemptible until first output
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    request_id: str
+    reason: str  # a sentence a person can read, e.g. "tenant acme is over its 6000 tokens/min"
+    retry_after_s: float  # > 0: when a retry could succeed
+
+
+AdmissionDecision = Admitted | Rejected
+
+
+@dataclass(frozen=True)
+class QueuedWork:
+    """One step of a run waiting in a local queue; fair share orders these."""
+
+    key: str  # unique step key (run id, node id, attempt)
+    request_id: str
+    tenant_id: str
+    priority_class: str
+    arrival: float  # when the step became ready
+    cost_units: int  # estimated cost of this step in the common scale
+    deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """Occupancy of one device, in batch slots, as the orchestration half sees it now."""
+
+    device_id: str
+    capacity_slots: int
+    used_slots: int
+    used_slots_preemptible: int = 0
+
+
+@dataclass(frozen=True)
+class HeadroomDecision:
+    allowed: bool
+    preemptible: bool  # allowed only as preemptible work inside someone else's reservation
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReclaimOrder:
+    """Preempt this run: its borrowed quota is reclaimed by the owner."""
+
+    request_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    tenant_id: str
+    weight: int  # fair-share weight, > 0 (integers; ratios between tenants matter)
+    priority_class: str = "standard"  # default class of the tenant's requests
+    cohort: str | None = None
+    status: str = "active"
+
+
+@dataclass(frozen=True)
+class QuotaSpec:
+    """Quota of one tenant on one resource (tokens_per_min, requests_per_min, concurrent, ...)."""
+
+    tenant_id: str
+    resource: str
+    nominal: int
+    borrowing_limit: int | None = None  # None: may borrow without limit inside the cohort
+    lending_limit: int | None = None  # None: may lend all its idle nominal quota
+    period_s: int = 60
+
+
+@dataclass(frozen=True)
+class HeadroomSpec:
+    reservation_id: str
+    device_ids: frozenset[str]  # the pool the selector matched
+    reserved_milli: int  # reserved fraction of the pool capacity in thousandths (150 = 15%)
+    allowed_classes: frozenset[str]
+    borrowable: bool  # others may use it, preemptibly
+
+
+@dataclass(frozen=True)
+class TenancyConfig:
+    tenants: tuple[TenantSpec, ...] = ()
+    quotas: tuple[QuotaSpec, ...] = ()
+    headroom: tuple[HeadroomSpec, ...] = ()
+
+
+class TenancyPolicy(Protocol):
+    """The tenancy half of the core. Implementations keep their own state."""
+
+    def configure(self, config: TenancyConfig, now: float) -> None: ...
+
+    def admit(self, req: AdmissionRequest, now: float) -> AdmissionDecision: ...
+
+    def release(self, request_id: str, used_tokens: int, used_cost_units: int, now: float) -> None: ...
+
+    def on_enqueue(self, item: QueuedWork, now: float) -> None: ...
+
+    def on_dequeue(self, key: str, now: float) -> None: ...
+
+    def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]: ...
+
+    def charge(self, tenant_id: str, cost_units: int, now: float) -> None: ...
+
+    def headroom_check(
+        self, device_id: str, priority_class: str, usage: Mapping[str, PoolUsage]
+    ) -> HeadroomDecision: ...
+
+    def reclaims(self, now: float, produced_output: Set[str]) -> list[ReclaimOrder]: ...
+
+    def explain(self, request_id: str, now: float) -> str: ...
+
+    def next_wakeup(self, now: float) -> float | None: ...
+
+    def snapshot(self) -> object: ...
