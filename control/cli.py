@@ -20,7 +20,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-db_app = typer.Typer(help="The control-plane database: migrations and drift checks.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The control-plane database: migrations and drift checks.", no_args_is_help=True
+)
 app.add_typer(db_app, name="db")
 
 T = TypeVar("T")
@@ -84,7 +86,9 @@ def db_check(url: UrlOption = None) -> None:
 
 @app.command("seed")
 def seed(
-    demo: Annotated[bool, typer.Option("--demo", help="Seed the demo fleet, tenants, workflows.")] = False,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Seed the demo fleet, tenants, workflows.")
+    ] = False,
     url: UrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:

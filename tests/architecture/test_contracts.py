@@ -49,8 +49,18 @@ def test_project_reads_wall_clock_only_in_clock_module() -> None:
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     """A tree with our four root packages, empty but for ``files``."""
-    for pkg in ("app", "control", "control/core", "control/api", "control/services",
-                "control/runtime", "control/store", "control/executor", "sim", "db"):
+    for pkg in (
+        "app",
+        "control",
+        "control/core",
+        "control/api",
+        "control/services",
+        "control/runtime",
+        "control/store",
+        "control/executor",
+        "sim",
+        "db",
+    ):
         (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
         (tmp_path / pkg / "__init__.py").write_text("")
     for mod in ("control/cli.py", "control/config.py", "control/runtime/clock.py"):
@@ -87,8 +97,16 @@ def test_wall_clock_rule_fails_outside_clock_module(tmp_path: Path) -> None:
         tmp_path, {"control/core/sneaky.py": reading, "control/runtime/clock.py": reading}
     )
     result = _run(
-        [_tool("ruff"), "check", "--select", "TID251", "--no-cache", "--output-format",
-         "concise", "."],
+        [
+            _tool("ruff"),
+            "check",
+            "--select",
+            "TID251",
+            "--no-cache",
+            "--output-format",
+            "concise",
+            ".",
+        ],
         tree,
     )
     assert result.returncode != 0

@@ -66,7 +66,9 @@ class CostModel:
         other figure scales against it, so the ratio of costs equals the ratio of device time.
         """
         output_us_per_token = output_us_per_token or {}
-        figures = [v for v in (*input_us_per_token.values(), *output_us_per_token.values()) if v > 0]
+        figures = [
+            v for v in (*input_us_per_token.values(), *output_us_per_token.values()) if v > 0
+        ]
         if not figures:
             return cls({})
         reference = min(figures)
