@@ -11,7 +11,7 @@ between tenants, headroom reservations, priority classes and preemption of borro
 2. ``on_enqueue`` when a ready step enters a local (per-replica) queue;
 3. ``order`` when a local scheduler forms a batch: the queue is taken in the returned order;
 4. ``headroom_check`` before a step is dispatched on a device of a reserved pool;
-5. ``charge`` when a step is dispatched (cost units from :class:`CostModel`);
+5. ``charge`` when a step is dispatched (cost units from :class:`CostModel`, and the step key);
 6. ``on_dequeue`` when a queued step leaves a queue without being dispatched (cancelled, moved);
 7. ``reclaims`` once per step, to preempt borrowed work whose owner wants its quota back;
 8. ``release`` when a run ends (success, failure, rejection after admission, preemption).
@@ -119,7 +119,7 @@ class TenantSpec:
 
 @dataclass(frozen=True)
 class QuotaSpec:
-    """Quota of one tenant on one resource (tokens_per_min, requests_per_min, concurrent, ...)."""
+    """Quota of one tenant on one resource (tokens_per_min, requests_per_min, concurrent_requests, ...)."""
 
     tenant_id: str
     resource: str
@@ -162,7 +162,10 @@ class TenancyPolicy(Protocol):
 
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]: ...
 
-    def charge(self, tenant_id: str, cost_units: int, now: float) -> None: ...
+    def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
+        """Charge a dispatched step. Pass the step's ``key`` so the tenancy half knows the step
+        left its queue (it tracks who is backlogged); without it the step is matched by cost."""
+        ...
 
     def headroom_check(
         self, device_id: str, priority_class: str, usage: Mapping[str, PoolUsage]

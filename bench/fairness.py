@@ -1,0 +1,297 @@
+"""Fairness benchmark: replay ServeGen per-tenant arrivals through the tenancy core.
+
+Runs over a single-device local-scheduler harness that drives ``TenancyManager`` exactly as
+``ControlCore`` does (admit, on_enqueue, order, charge with the step key, release) with a
+continuous-batching latency model (GPU-like decode: each iteration costs a fixed base plus a
+small per-sequence and per-prefill-token term). Prints only JSON.
+
+Scenarios, per policy (vtc, fcfs, rate_limit):
+- fairness: three tenants (ServeGen m-small clients 12, 36, 14; weights 1, 2, 1) each offered
+  more than the device can serve; Max/Avg Diff and Diff Var of weighted service between
+  backlogged tenants over 10 s windows, Jain's index, token throughput.
+- isolation: a light tenant (client 26) beside a flooding heavy one (client 14); the light
+  tenant's p99 latency relative to running alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import math
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# run as `python bench/fairness.py` from the repo root: make the project importable
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from control.core.tenancy.base import (
+    AdmissionRequest,
+    Admitted,
+    QueuedWork,
+    TenancyConfig,
+    TenantSpec,
+)  # noqa: E402
+from control.core.tenancy.config import TenancyManagerConfig  # noqa: E402
+from control.core.tenancy.cost import CostModel  # noqa: E402
+from control.core.tenancy.fairshare.rate_limit import RateLimitConfig  # noqa: E402
+from control.core.tenancy.manager import TenancyManager  # noqa: E402
+from control.core.tenancy.metrics import (
+    BacklogInterval,
+    ServiceSample,
+    fairness_summary,
+    jain_index,
+)  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "sim" / "traces" / "data" / "servegen"
+QUANTILES = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 1.0)
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    base_ms: float = 20.0  # one decode iteration, memory-bound: weights read once per step
+    per_seq_ms: float = 0.15  # extra per running sequence
+    prefill_ms_per_token: float = 0.01  # prompt tokens processed in the iteration they join
+    max_running: int = 32  # KV-cache slots
+    max_output_tokens: int = 512  # serving cap on generated tokens
+
+    def iteration_ms(self, running: int, prefill_tokens: int) -> float:
+        return self.base_ms + self.per_seq_ms * running + self.prefill_ms_per_token * prefill_tokens
+
+
+MODEL = LatencyModel()
+# cost scale from the same profile: us per prompt token vs us per generated token at full batch
+COSTS = CostModel.from_profiles(
+    {"llm": round(MODEL.prefill_ms_per_token * 1000)},
+    {"llm": round(MODEL.iteration_ms(MODEL.max_running, 0) * 1000 / MODEL.max_running)},
+)
+
+
+@dataclass(frozen=True)
+class Req:
+    rid: str
+    tenant: str
+    arrival: float
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def cost(self) -> int:
+        return COSTS.cost_units("llm", self.input_tokens, self.output_tokens)
+
+
+def _client(cid: int) -> tuple[list[list[str]], dict[str, list[float]]]:
+    with open(DATA / f"chunk-{cid}-trace.csv") as fh:
+        windows = [row for row in csv.reader(fh) if row and row[3]]
+    tokens: dict[str, list[float]] = {}
+    with open(DATA / "token_stats.csv") as fh:
+        for row in csv.DictReader(fh):
+            if int(row["client_id"]) == cid and int(row["window_start_s"]) == 0:
+                tokens[row["field"]] = [float(row[f"q{round(q * 100):02d}"]) for q in QUANTILES]
+    return windows, tokens
+
+
+def _inverse_cdf(quantiles: list[float], rng: random.Random) -> int:
+    u = rng.uniform(QUANTILES[0], 1.0)
+    i = max(1, bisect.bisect_left(QUANTILES, u))
+    lo, hi = QUANTILES[i - 1], QUANTILES[i]
+    value = quantiles[i - 1] + (quantiles[i] - quantiles[i - 1]) * (u - lo) / (hi - lo)
+    return max(1, round(value))
+
+
+def arrivals(cid: int, tenant: str, rate_rps: float, duration: float, seed: int) -> list[Req]:
+    """Arrivals shaped by the client's busiest-window fit, scaled to ``rate_rps``."""
+    windows, tokens = _client(cid)
+    _, _, _, dist, shape, scale = max(windows, key=lambda w: float(w[1]))
+    rng = random.Random(seed)
+    n = math.ceil(rate_rps * duration)
+    draw = (
+        (lambda: rng.gammavariate(float(shape), float(scale)))
+        if dist == "Gamma"
+        else (lambda: rng.weibullvariate(float(scale), float(shape)))
+    )
+    gaps = [draw() for _ in range(n)]
+    factor = duration / sum(gaps)  # rescaled to the span, as upstream rescales to its window
+    out, t = [], 0.0
+    for i, gap in enumerate(gaps):
+        t += gap * factor
+        out.append(
+            Req(
+                f"{tenant}-{i}",
+                tenant,
+                t,
+                _inverse_cdf(tokens["input_tokens"], rng),
+                min(MODEL.max_output_tokens, _inverse_cdf(tokens["output_tokens"], rng)),
+            )
+        )
+    return out
+
+
+class Harness:
+    """One device with a local queue, scheduled by the tenancy manager (no decisions here)."""
+
+    def __init__(self, tenancy: TenancyManager) -> None:
+        self.tenancy = tenancy
+        self.queue: dict[str, tuple[QueuedWork, Req]] = {}
+        self.queued_per_tenant: dict[str, int] = {}
+        self.backlog_since: dict[str, float] = {}
+        self.backlog: list[BacklogInterval] = []
+        self.service: list[ServiceSample] = []
+        self.latency: dict[str, list[float]] = {}
+        self.done_tokens = 0
+
+    def _queued(self, tenant: str, delta: int, now: float) -> None:
+        count = self.queued_per_tenant.get(tenant, 0) + delta
+        self.queued_per_tenant[tenant] = count
+        if count == 1 and delta > 0:
+            self.backlog_since[tenant] = now
+        elif count == 0:
+            self.backlog.append(BacklogInterval(tenant, self.backlog_since.pop(tenant), now))
+
+    def _arrive(self, req: Req) -> None:
+        decision = self.tenancy.admit(
+            AdmissionRequest(
+                req.rid,
+                req.tenant,
+                "standard",
+                req.input_tokens + req.output_tokens,
+                req.cost,
+                req.arrival,
+            ),
+            req.arrival,
+        )
+        if isinstance(decision, Admitted):
+            item = QueuedWork(
+                req.rid + "/llm", req.rid, req.tenant, "standard", req.arrival, req.cost
+            )
+            self.tenancy.on_enqueue(item, req.arrival)
+            self.queue[item.key] = (item, req)
+            self._queued(req.tenant, 1, req.arrival)
+
+    def run(self, reqs: list[Req], duration: float) -> Harness:
+        reqs = sorted(reqs, key=lambda r: r.arrival)
+        now, nxt, running = 0.0, 0, []  # running: [remaining tokens, req]
+        while now < duration:
+            while nxt < len(reqs) and reqs[nxt].arrival <= now:
+                self._arrive(reqs[nxt])
+                nxt += 1
+            if not running and not self.queue:
+                if nxt >= len(reqs):
+                    break
+                now = reqs[nxt].arrival
+                continue
+            prefill = 0
+            free = MODEL.max_running - len(running)
+            if free > 0 and self.queue:
+                items = [item for item, _ in self.queue.values()]
+                for item in self.tenancy.order(items, now)[:free]:
+                    _, req = self.queue.pop(item.key)
+                    self.tenancy.charge(item.tenant_id, item.cost_units, now, key=item.key)
+                    self.service.append(ServiceSample(now, item.tenant_id, item.cost_units))
+                    self._queued(item.tenant_id, -1, now)
+                    running.append([req.output_tokens, req])
+                    prefill += req.input_tokens
+            now += MODEL.iteration_ms(len(running), prefill) / 1000
+            still = []
+            for entry in running:
+                entry[0] -= 1
+                if entry[0] > 0:
+                    still.append(entry)
+                    continue
+                req = entry[1]
+                self.tenancy.release(req.rid, req.input_tokens + req.output_tokens, req.cost, now)
+                if now <= duration:
+                    self.latency.setdefault(req.tenant, []).append(now - req.arrival)
+                    self.done_tokens += req.input_tokens + req.output_tokens
+            running = still
+        for tenant, since in self.backlog_since.items():
+            self.backlog.append(BacklogInterval(tenant, since, min(now, duration)))
+        return self
+
+
+def _manager(policy: str, weights: dict[str, int], rate_limit: RateLimitConfig) -> TenancyManager:
+    cfg = TenancyManagerConfig(
+        fair_share=policy,
+        default_max_queued_runs=2048,
+        fair_share_config=rate_limit if policy == "rate_limit" else None,
+    )
+    mgr = TenancyManager(cfg)
+    mgr.configure(TenancyConfig(tuple(TenantSpec(t, w) for t, w in weights.items())), 0.0)
+    return mgr
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+FAIR_WEIGHTS = {"c12": 1, "c36": 2, "c14": 1}
+FAIR_DURATION, ISO_DURATION, WINDOW_S = 60.0, 30.0, 20.0
+
+
+def fairness_workload() -> list[Req]:
+    # offered load per tenant above the whole device's capacity: all stay backlogged
+    return (
+        arrivals(12, "c12", 900, FAIR_DURATION, 1)
+        + arrivals(36, "c36", 40, FAIR_DURATION, 2)
+        + arrivals(14, "c14", 700, FAIR_DURATION, 3)
+    )
+
+
+def isolation_workload() -> tuple[list[Req], list[Req]]:
+    light = arrivals(26, "light", 20, ISO_DURATION, 4)
+    return light, arrivals(14, "heavy", 1500, ISO_DURATION, 5)
+
+
+def main() -> None:
+    fair_reqs = fairness_workload()
+    light, heavy = isolation_workload()
+    iso_weights = {"light": 1, "heavy": 1}
+    solo = Harness(_manager("fcfs", iso_weights, RateLimitConfig())).run(light, ISO_DURATION)
+    solo_p99 = _p99(solo.latency["light"])
+    c_max = max(r.cost for r in fair_reqs)
+    bound = 2 * c_max / min(FAIR_WEIGHTS.values())
+    result: dict[str, object] = {
+        "harness": "single-device local scheduler driving TenancyManager (continuous batching)",
+        "latency_model": MODEL.__dict__
+        | {
+            "cost_milli_per_input_token": COSTS.weights["llm"].input_milli,
+            "cost_milli_per_output_token": COSTS.weights["llm"].output_milli,
+        },
+        "trace": "ServeGen language m-small clients 12, 14, 26, 36 (sim/traces/data/servegen)",
+        "vtc_bound_cost_units": bound,
+        "light_solo_p99_s": round(solo_p99, 4),
+    }
+    for policy in ("vtc", "fcfs", "rate_limit"):
+        # rate limit: each tenant's weighted share of the device's request capacity per second
+        limit = RateLimitConfig(max_requests=60, window_s=1.0)
+        fair = Harness(_manager(policy, FAIR_WEIGHTS, limit)).run(fair_reqs, FAIR_DURATION)
+        summary = fairness_summary(
+            fair.service, fair.backlog, FAIR_WEIGHTS, WINDOW_S, 1.0, 0.0, FAIR_DURATION
+        )
+        totals = [
+            sum(s.amount for s in fair.service if s.tenant_id == t) / w
+            for t, w in FAIR_WEIGHTS.items()
+        ]
+        iso = Harness(
+            _manager(policy, iso_weights, RateLimitConfig(max_requests=20, window_s=1.0))
+        ).run(light + heavy, ISO_DURATION)
+        result[policy] = {
+            "max_diff": round(summary.max_diff, 1),
+            "avg_diff": round(summary.avg_diff, 1),
+            "diff_var": round(summary.diff_var, 1),
+            "jain": round(summary.jain, 4),
+            "jain_whole_run": round(jain_index(totals), 4),
+            "windows_compared": summary.windows,
+            "within_vtc_bound": summary.max_diff <= bound,
+            "throughput_tokens_per_s": round(fair.done_tokens / FAIR_DURATION, 1),
+            "light_p99_vs_solo": round(_p99(iso.latency.get("light", [math.inf])) / solo_p99, 3),
+            "light_completed": len(iso.latency.get("light", [])),
+        }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

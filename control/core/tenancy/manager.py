@@ -1,0 +1,252 @@
+"""``TenancyManager``: the tenancy half of the core, assembled from pluggable parts.
+
+Parts: a fair-share policy from the registry (VTC by default), the front-door admission limits
+(status, bounded queue, token buckets), the cohort quota ledger and the headroom guard. The
+manager tracks runs and queued steps so it knows who is backlogged, what is waiting, and what
+was borrowed. It is driven by ``ControlCore`` at the points listed in ``base.py``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+
+from control.core.tenancy.admission import AdmissionLimits
+from control.core.tenancy.base import (
+    AdmissionDecision,
+    AdmissionRequest,
+    Admitted,
+    HeadroomDecision,
+    PoolUsage,
+    QueuedWork,
+    ReclaimOrder,
+    Rejected,
+    TenancyConfig,
+    priority_rank,
+)
+from control.core.tenancy.config import TenancyManagerConfig
+from control.core.tenancy.explain import explain_run
+from control.core.tenancy.fairshare import make_fair_share
+from control.core.tenancy.headroom import HeadroomGuard
+from control.core.tenancy.quota import QuotaLedger
+from control.core.tenancy.snapshot import TenancySnapshot, TenantSnapshot
+
+
+@dataclass
+class RunState:
+    """An admitted run as the tenancy half sees it."""
+
+    tenant_id: str
+    priority_class: str
+    borrowed: bool
+    admitted_at: float
+    started: bool = False
+
+
+class TenancyManager:
+    """Implements ``TenancyPolicy``. Every method is a pure state transition on ``now``."""
+
+    def __init__(self, config: TenancyManagerConfig | None = None) -> None:
+        self.config = config or TenancyManagerConfig()
+        self.fair = make_fair_share(self.config.fair_share, self.config.fair_share_config)
+        self.limits = AdmissionLimits(self.config)
+        self.ledger = QuotaLedger(
+            self.config.device_us_per_cost_unit, self.config.held_retry_after_s
+        )
+        self.headroom = HeadroomGuard()
+        self.runs: dict[str, RunState] = {}
+        self.queued: dict[str, QueuedWork] = {}
+        self._queued_by_tenant: dict[str, dict[str, QueuedWork]] = {}
+        self._waiting: dict[str, int] = {}
+        self._rejections: OrderedDict[str, Rejected] = OrderedDict()
+        self._weights: dict[str, int] = {}
+        self._now = 0.0
+
+    def configure(self, config: TenancyConfig, now: float) -> None:
+        """Replace tenants, quotas and reservations. Runs, queues and counters are kept."""
+        self._now = now
+        for tenant in config.tenants:
+            if tenant.weight <= 0:
+                raise ValueError(
+                    f"weight of tenant {tenant.tenant_id!r} must be > 0, got {tenant.weight}"
+                )
+        self._weights = {t.tenant_id: t.weight for t in config.tenants}
+        self.fair.set_weights(self._weights)
+        self.limits.configure(config.tenants, config.quotas, now)
+        self.ledger.configure(config.tenants, config.quotas)
+        self.headroom.configure(config.headroom)
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def admit(self, req: AdmissionRequest, now: float) -> AdmissionDecision:
+        """Admit or refuse a run. Refusals are values; a duplicate request id raises ValueError."""
+        self._now = now
+        if req.request_id in self.runs:
+            raise ValueError(f"request_id {req.request_id!r} is already admitted")
+        priority_rank(req.priority_class)  # raises ValueError naming an unknown class
+        refusal = self.limits.check(req, self._waiting.get(req.tenant_id, 0), now)
+        if refusal is None:
+            verdict = self.ledger.check(req, now)
+            if not verdict.ok:
+                refusal = Rejected(req.request_id, verdict.reason, verdict.retry_after_s)
+        if refusal is None:
+            wait = self.fair.gate(req.tenant_id, now)
+            if wait is not None:
+                refusal = Rejected(
+                    req.request_id,
+                    f"tenant {req.tenant_id} is over its request rate ({self.fair.name} policy)",
+                    wait,
+                )
+        if refusal is not None:
+            self._remember(refusal)
+            return refusal
+        self.limits.take(req, now)
+        self.ledger.commit(req, verdict.borrowed, now)
+        self.runs[req.request_id] = RunState(
+            req.tenant_id, req.priority_class, verdict.borrowed, now
+        )
+        self._waiting[req.tenant_id] = self._waiting.get(req.tenant_id, 0) + 1
+        return Admitted(req.request_id, verdict.borrowed, verdict.reason)
+
+    def _remember(self, refusal: Rejected) -> None:
+        self._rejections[refusal.request_id] = refusal
+        while len(self._rejections) > self.config.max_remembered_rejections:
+            self._rejections.popitem(last=False)
+
+    def release(self, request_id: str, used_tokens: int, used_cost_units: int, now: float) -> None:
+        """End a run: free its quota (windowed use corrected to actual) and drop its queued
+        steps. Unknown ids (never admitted, or already released) are ignored."""
+        self._now = now
+        run = self.runs.pop(request_id, None)
+        if run is None:
+            return
+        if not run.started:
+            self._waiting[run.tenant_id] -= 1
+        for key in [
+            k
+            for k, it in self._queued_by_tenant.get(run.tenant_id, {}).items()
+            if it.request_id == request_id
+        ]:
+            self.on_dequeue(key, now)
+        self.ledger.release(request_id, used_tokens, used_cost_units, now)
+
+    # -- queues and fair share ---------------------------------------------------------------
+
+    def on_enqueue(self, item: QueuedWork, now: float) -> None:
+        """Record a ready step; a tenant going from 0 to 1 queued step becomes backlogged."""
+        self._now = now
+        if item.key in self.queued:
+            raise ValueError(f"step key {item.key!r} is already queued")
+        priority_rank(item.priority_class)
+        own = self._queued_by_tenant.setdefault(item.tenant_id, {})
+        self.queued[item.key] = item
+        own[item.key] = item
+        if len(own) == 1:
+            self.fair.on_backlogged(item.tenant_id, now)
+
+    def on_dequeue(self, key: str, now: float) -> None:
+        """A queued step left without dispatch (cancelled, moved). Unknown keys are ignored."""
+        self._now = now
+        item = self.queued.pop(key, None)
+        if item is None:
+            return
+        own = self._queued_by_tenant[item.tenant_id]
+        del own[key]
+        if not own:
+            self.fair.on_idle(item.tenant_id, now)
+
+    def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
+        """Items in service order according to the fair-share policy; changes nothing."""
+        self._now = now
+        return self.fair.order(items, now)
+
+    def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
+        """A step was dispatched: charge its tenant and take the step off the queue books.
+
+        Without ``key`` the step is matched to the tenant's queued step of the same cost that
+        the policy would serve first (or to its first step when none costs exactly that)."""
+        self._now = now
+        item = self.queued.get(key) if key is not None else self._match(tenant_id, cost_units, now)
+        self.fair.charge(tenant_id, cost_units, now)
+        if item is None:
+            return
+        run = self.runs.get(item.request_id)
+        if run is not None and not run.started:
+            run.started = True
+            self._waiting[run.tenant_id] -= 1
+        self.on_dequeue(item.key, now)
+
+    def _match(self, tenant_id: str, cost_units: int, now: float) -> QueuedWork | None:
+        own = list(self._queued_by_tenant.get(tenant_id, {}).values())
+        if not own:
+            return None
+        same = [it for it in own if it.cost_units == cost_units] or own
+        return self.fair.order(same, now)[0]
+
+    # -- headroom, reclaim, explanations -----------------------------------------------------
+
+    def headroom_check(
+        self, device_id: str, priority_class: str, usage: Mapping[str, PoolUsage]
+    ) -> HeadroomDecision:
+        return self.headroom.check(device_id, priority_class, usage)
+
+    def reclaims(self, now: float, produced_output: Set[str]) -> list[ReclaimOrder]:
+        """Borrowed runs to preempt so owners get their nominal quota back. Runs in
+        ``produced_output`` are never named. Each run is named once; release it after."""
+        self._now = now
+        return [
+            ReclaimOrder(rid, reason) for rid, reason in self.ledger.reclaims(now, produced_output)
+        ]
+
+    def explain(self, request_id: str, now: float) -> str:
+        """A sentence saying why the request waits, runs, or was refused."""
+        self._now = now
+        return explain_run(self, request_id, now)
+
+    def next_wakeup(self, now: float) -> float | None:
+        """Always None: tenancy decisions change only on events; refusals carry retry-after."""
+        return None
+
+    def weight(self, tenant_id: str) -> int:
+        return self._weights.get(tenant_id, 1)
+
+    def rejection(self, request_id: str) -> Rejected | None:
+        return self._rejections.get(request_id)
+
+    def least_served(self) -> str | None:
+        """The backlogged tenant with the smallest counter (None without counters/backlog)."""
+        counters = self.fair.counters()
+        backlogged = [t for t, own in self._queued_by_tenant.items() if own and t in counters]
+        return min(backlogged, key=lambda t: (counters[t], t)) if backlogged else None
+
+    def snapshot(self) -> TenancySnapshot:
+        """Immutable view as of the last ``now`` seen."""
+        counters = self.fair.counters()
+        known = (
+            set(self._weights)
+            | set(self._queued_by_tenant)
+            | {r.tenant_id for r in self.runs.values()}
+        )
+        tenants = []
+        for tenant_id in sorted(known):
+            spec = self.limits.tenant(tenant_id)
+            runs = [r for r in self.runs.values() if r.tenant_id == tenant_id]
+            tenants.append(
+                TenantSnapshot(
+                    tenant_id,
+                    self.weight(tenant_id),
+                    spec.priority_class if spec else "standard",
+                    spec.cohort if spec else None,
+                    spec.status if spec else "unknown",
+                    counters.get(tenant_id),
+                    len(self._queued_by_tenant.get(tenant_id, {})),
+                    self._waiting.get(tenant_id, 0),
+                    len(runs),
+                    sum(r.borrowed for r in runs),
+                    self.ledger.uses(tenant_id, self._now),
+                )
+            )
+        return TenancySnapshot(
+            self._now, self.fair.name, self.least_served(), tuple(tenants), self.headroom.snapshot()
+        )
