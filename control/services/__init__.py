@@ -1,0 +1,79 @@
+"""Use cases of the control plane: each public method is one audited transaction.
+
+``build_services`` wires every service to one session factory and clock; the API, CLI and seed
+take the resulting :class:`Services` bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from control.runtime.clock import utcnow
+from control.services.analysis import TraceService, WhatIfService
+from control.services.api_keys import ApiKeyService
+from control.services.audit import AuditService
+from control.services.catalog import LatencyProfileService, ModelService
+from control.services.fleet import DeviceService, NodeService
+from control.services.placement import PlacementPlanService, PlacementService
+from control.services.requests import RequestService
+from control.services.tenancy import CohortService, HeadroomService, QuotaService, TenantService
+from control.services.usage import UsageLedgerService
+from control.services.workflows import SpecValidator, WorkflowService
+
+
+@dataclass(frozen=True)
+class Services:
+    nodes: NodeService
+    devices: DeviceService
+    models: ModelService
+    latency_profiles: LatencyProfileService
+    plans: PlacementPlanService
+    placements: PlacementService
+    workflows: WorkflowService
+    cohorts: CohortService
+    tenants: TenantService
+    api_keys: ApiKeyService
+    quotas: QuotaService
+    headroom: HeadroomService
+    requests: RequestService
+    usage: UsageLedgerService
+    traces: TraceService
+    whatif: WhatIfService
+    audit: AuditService
+
+
+def build_services(
+    factory: sessionmaker[Session],
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    workflow_validator: SpecValidator | None = None,
+    key_pepper: bytes = b"",
+) -> Services:
+    """Every service over ``factory``. ``workflow_validator`` checks DAG specs (the core's);
+    ``key_pepper`` keys API-key digests (a server secret, never stored in the database)."""
+    return Services(
+        nodes=NodeService(factory, clock),
+        devices=DeviceService(factory, clock),
+        models=ModelService(factory, clock),
+        latency_profiles=LatencyProfileService(factory, clock),
+        plans=PlacementPlanService(factory, clock),
+        placements=PlacementService(factory, clock),
+        workflows=WorkflowService(factory, clock, validator=workflow_validator),
+        cohorts=CohortService(factory, clock),
+        tenants=TenantService(factory, clock),
+        api_keys=ApiKeyService(factory, clock, pepper=key_pepper),
+        quotas=QuotaService(factory, clock),
+        headroom=HeadroomService(factory, clock),
+        requests=RequestService(factory, clock),
+        usage=UsageLedgerService(factory, clock),
+        traces=TraceService(factory, clock),
+        whatif=WhatIfService(factory, clock),
+        audit=AuditService(factory),
+    )
+
+
+__all__ = ["Services", "build_services"]

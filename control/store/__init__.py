@@ -1,0 +1,1 @@
+"""Repositories: take a Session, map rows to frozen records, never commit."""

@@ -1,0 +1,69 @@
+"""Declarative base, naming convention and column types shared by every table.
+
+``db`` imports nothing else of Legato's: row timestamps come either from the caller (services
+read ``control.runtime.clock.utcnow`` and pass it in) or from the database's own ``now()`` as a
+server default, so this package never reads the wall clock itself.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, MetaData, func
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+#: Constraint names are derived, never left to the backend, so that migrations written on
+#: SQLite name the same objects on PostgreSQL and ``alembic check`` can compare them.
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL keeps the zone (``timestamptz``); SQLite stores naive text, so values are
+    converted to UTC before they are written and tagged as UTC when read back. Naive datetimes
+    are refused on the way in: their zone would be a guess.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """The one declarative base of the control-plane schema."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UtcDateTime(),
+        dict[str, Any]: JSON(),
+        list[Any]: JSON(),
+    }
+
+
+def created_at_column() -> Mapped[datetime]:
+    """A creation timestamp: set by the service, else by the database at insert time."""
+    return mapped_column(UtcDateTime(), server_default=func.now(), nullable=False)

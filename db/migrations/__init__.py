@@ -1,0 +1,1 @@
+"""Alembic migration environment of the control-plane schema (shipped with the package)."""

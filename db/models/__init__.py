@@ -1,0 +1,30 @@
+"""All tables of the control-plane schema; importing this package fills ``Base.metadata``."""
+
+from db.models.analysis import Trace, WhatIfRun
+from db.models.audit import AuditRecord
+from db.models.catalog import ModelLatencyProfile, ServedModel
+from db.models.fleet import Device, Node
+from db.models.placement import Placement, PlacementPlan
+from db.models.requests import Request, UsageEntry
+from db.models.tenancy import ApiKey, Cohort, HeadroomReservation, Quota, Tenant
+from db.models.workflow import Workflow
+
+__all__ = [
+    "ApiKey",
+    "AuditRecord",
+    "Cohort",
+    "Device",
+    "HeadroomReservation",
+    "ModelLatencyProfile",
+    "Node",
+    "Placement",
+    "PlacementPlan",
+    "Quota",
+    "Request",
+    "ServedModel",
+    "Tenant",
+    "Trace",
+    "UsageEntry",
+    "WhatIfRun",
+    "Workflow",
+]

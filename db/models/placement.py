@@ -1,0 +1,48 @@
+"""Placement aggregate: versioned plans and the placements (model -> device group) they hold."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from db.base import Base, created_at_column
+from db.vocab import PLAN_STATUSES, POOL_KINDS, in_clause
+
+
+class PlacementPlan(Base):
+    """A version of the fleet's placement; ``parent_id`` is the plan it was derived from."""
+
+    __tablename__ = "placement_plans"
+    __table_args__ = (CheckConstraint(in_clause("status", PLAN_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default="draft")
+    parent_id: Mapped[int | None] = mapped_column(
+        ForeignKey("placement_plans.id", ondelete="SET NULL")
+    )
+    author: Mapped[str] = mapped_column(String(100))
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Placement(Base):
+    """Replicas of one model on one device group (several ids for a tensor-parallel group)."""
+
+    __tablename__ = "placements"
+    __table_args__ = (
+        CheckConstraint(in_clause("pool", POOL_KINDS), name="pool"),
+        CheckConstraint("replicas >= 1", name="replicas_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    plan_id: Mapped[int] = mapped_column(
+        ForeignKey("placement_plans.id", ondelete="CASCADE"), index=True
+    )
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
+    device_ids: Mapped[list[Any]] = mapped_column(JSON)
+    replicas: Mapped[int] = mapped_column(default=1)
+    pool: Mapped[str] = mapped_column(String(8), default="warm")
+    reason: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,68 @@
+"""Request aggregate: workflow runs and the append-only usage ledger billed against them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from db.base import Base, created_at_column
+from db.vocab import PRIORITY_CLASSES, REQUEST_STATUSES, in_clause
+
+
+class Request(Base):
+    """One workflow run asked for by a tenant.
+
+    ``(tenant_id, idempotency_key)`` is unique; NULL keys are distinct on both backends, so
+    requests without a key never collide.
+    """
+
+    __tablename__ = "requests"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "idempotency_key"),
+        CheckConstraint(in_clause("status", REQUEST_STATUSES), name="status"),
+        CheckConstraint(in_clause("priority_class", PRIORITY_CLASSES), name="priority_class"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="RESTRICT"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    body_hash: Mapped[str] = mapped_column(String(64))
+    workflow_name: Mapped[str] = mapped_column(String(200))
+    workflow_version: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    priority_class: Mapped[str] = mapped_column(String(16), default="standard")
+    received_at: Mapped[datetime] = created_at_column()
+    started_at: Mapped[datetime | None]
+    first_token_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class UsageEntry(Base):
+    """One billed step attempt. Append-only; unique per (request, DAG node, attempt) so that a
+    retried or replayed step can never be billed twice."""
+
+    __tablename__ = "usage_entries"
+    __table_args__ = (
+        UniqueConstraint("request_id", "node_id", "attempt"),
+        CheckConstraint("input_tokens >= 0", name="input_tokens_nonnegative"),
+        CheckConstraint("output_tokens >= 0", name="output_tokens_nonnegative"),
+        CheckConstraint("device_ms >= 0", name="device_ms_nonnegative"),
+        CheckConstraint("cost_units >= 0", name="cost_units_nonnegative"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    request_id: Mapped[str] = mapped_column(ForeignKey("requests.id", ondelete="RESTRICT"))
+    node_id: Mapped[str] = mapped_column(String(100))
+    attempt: Mapped[str] = mapped_column(String(32))
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
+    device_id: Mapped[int | None] = mapped_column(ForeignKey("devices.id", ondelete="RESTRICT"))
+    input_tokens: Mapped[int] = mapped_column(default=0)
+    output_tokens: Mapped[int] = mapped_column(default=0)
+    device_ms: Mapped[int] = mapped_column(default=0)
+    cost_units: Mapped[int] = mapped_column(default=0)
+    recorded_at: Mapped[datetime] = created_at_column()
