@@ -1,0 +1,147 @@
+"""Actions returned by ``ControlCore.step(now)``; a driver carries them out and decides nothing.
+
+Every action is a frozen dataclass with a ``reason`` a person can read. ``StepPlan`` groups the
+actions of one step in the order the driver should apply them, and names the phase each came
+from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from control.core.types import InputRef
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """One input field of a step and where its data lives (several refs: a merged map output,
+    in chunk order)."""
+
+    target_field: str
+    refs: tuple[InputRef, ...]
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    key: str  # run/node[#chunk]/attempt: unique per attempt
+    request_id: str
+    node_id: str
+    attempt: int
+    chunk: int | None
+    idempotency_key: str  # the same for every attempt of the step
+    task: str  # model task or tool name
+    inputs: tuple[InputBinding, ...]
+    input_tokens: int
+    max_output_tokens: int
+    prefix_blocks: tuple[int, ...] = ()
+    predicted_hit_blocks: int = 0
+    params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Run ``items`` as one batch on ``replica_id`` (None with ``tool`` set: run on the host)."""
+
+    batch_id: str
+    replica_id: str | None
+    model_key: str | None
+    tool: str | None
+    device_ids: tuple[str, ...]
+    items: tuple[BatchItem, ...]
+    padded_tokens: int
+    predicted_us: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reject:
+    request_id: str
+    reason: str
+    retry_after_s: float
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Cancel a run: drop its queued steps; the driver cancels ``cancel_keys`` in flight."""
+
+    request_id: str
+    cancel_keys: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    replica_id: str
+    model_key: str
+    device_ids: tuple[str, ...]
+    pool: str  # "cold": a cold load, on the cold pool only
+    speculative: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class EvictReplica:
+    replica_id: str
+    model_key: str
+    device_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class MoveStep:
+    """A queued step moved between replica queues (work stealing or re-routing)."""
+
+    key: str
+    from_replica: str | None
+    to_replica: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StepRetried:
+    failed_key: str
+    new_key: str
+    attempt: int
+    idempotency_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    request_id: str
+    status: str  # "succeeded" | "failed" | "preempted" | "timed_out"
+    outputs: Mapping[str, tuple[InputRef, ...]]
+    error: str | None
+    reason: str
+
+
+Action = (
+    Dispatch | Reject | Preempt | LoadModel | EvictReplica | MoveStep | StepRetried | RunFinished
+)
+
+#: Phases of one step, in order. ``StepPlan.phases`` maps each to the actions it produced.
+PHASES: tuple[str, ...] = (
+    "admission",
+    "completions",
+    "timeouts",
+    "reclaims",
+    "routing",
+    "loads",
+    "stealing",
+    "batching",
+)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    now: float
+    actions: tuple[Action, ...]
+    phases: Mapping[str, tuple[Action, ...]]
+
+    def of_type(self, kind: type) -> tuple[Action, ...]:
+        """The actions of one type, in plan order."""
+        return tuple(a for a in self.actions if isinstance(a, kind))

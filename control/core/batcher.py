@@ -1,0 +1,126 @@
+"""Local scheduling: form batches on free replicas and dispatch them.
+
+Per dirty replica (queue changed, became free, or a batching deadline passed): ask tenancy for
+the queue order, check headroom on reserved devices, let the batching policy decide, then charge
+each dispatched step and emit one ``Dispatch``. A tool step is dispatched alone on the host.
+"""
+
+from __future__ import annotations
+
+from control.core.actions import BatchItem, Dispatch
+from control.core.context import CoreState
+from control.core.latency import service_us
+from control.core.loads import mark_used
+from control.core.queueing import dequeue
+from control.core.state import InflightBatch, QueuedStep, ReplicaRecord
+from control.core.tenancy.base import PoolUsage
+from control.core.types import ReplicaState
+
+
+def _item(step: QueuedStep) -> BatchItem:
+    ref = step.ref
+    return BatchItem(
+        key=ref.key,
+        request_id=ref.run_id,
+        node_id=ref.node_id,
+        attempt=ref.attempt,
+        chunk=ref.chunk,
+        idempotency_key=ref.idempotency_key,
+        task=step.node.kind,
+        inputs=ref.inputs,
+        input_tokens=step.input_tokens,
+        max_output_tokens=step.max_output_tokens,
+        prefix_blocks=step.prefix_blocks,
+        predicted_hit_blocks=step.hit_blocks,
+        params=step.node.params,
+    )
+
+
+def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, padded: int,
+            predicted: int, reason: str) -> None:  # fmt: skip
+    batch_id = st.next_id("b")
+    for s in steps:
+        s.batch_id = batch_id
+        s.dispatched_at = st.now
+        st.tenancy.charge(s.work.tenant_id, s.cost_units, st.now)
+        if s.node.timeout_s is not None:
+            st.arm(st.now + s.node.timeout_s, "timeout", s.key)
+    st.batches[batch_id] = InflightBatch(
+        batch_id, rec.replica_id if rec else None, rec.model.key if rec else None,
+        {s.key: s for s in steps}, st.now, predicted,
+    )  # fmt: skip
+    st.counters["decisions.dispatched_steps"] += len(steps)
+    st.emit(
+        Dispatch(
+            batch_id=batch_id,
+            replica_id=rec.replica_id if rec else None,
+            model_key=rec.model.key if rec else None,
+            tool=None if rec else steps[0].node.tool,
+            device_ids=tuple(d.device_id for d in rec.devices) if rec else (),
+            items=tuple(_item(s) for s in steps),
+            padded_tokens=padded,
+            predicted_us=predicted,
+            reason=reason,
+        )
+    )
+
+
+def dispatch_tool(st: CoreState, step: QueuedStep) -> None:
+    """Tool steps (vector search, router, segment) run at once on the host, unbatched."""
+    _launch(st, [step], None, step.input_tokens, 0, f"tool {step.node.tool} runs on the host")
+
+
+def _headroom_ok(st: CoreState, rec: ReplicaRecord, steps: list[QueuedStep]) -> list[QueuedStep]:
+    """Steps allowed on a reserved device by the tenancy half's headroom check, in order."""
+    if rec.device.device_id not in st.reserved_devices:
+        return steps
+    usage = {}
+    for dev_id in sorted(st.reserved_devices):
+        dev = st.cluster.devices.get(dev_id)
+        if dev is None:
+            continue
+        reps = [st.cluster.replicas[r] for r in dev.replicas]
+        cap = sum(r.model.max_batch_size for r in reps) or 1
+        used = sum(len(st.batches[r.inflight].items) for r in reps if r.inflight in st.batches)
+        usage[dev_id] = PoolUsage(dev_id, cap, used)
+    allowed = []
+    for s in steps:
+        verdict = st.tenancy.headroom_check(rec.device.device_id, s.work.priority_class, usage)
+        if verdict.allowed:
+            allowed.append(s)
+        else:
+            st.counters["batching.headroom_refused"] += 1
+    if len(allowed) < len(steps):
+        # usage and the tenancy half's view change without touching this queue: look again
+        # at the next step
+        st.headroom_blocked.add(rec.replica_id)
+    return allowed
+
+
+def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
+    """Dispatch one batch on a free ready replica, or arm a wake-up at the batching deadline."""
+    if rec.state != ReplicaState.READY or rec.inflight is not None or not rec.queue:
+        return
+    by_key = rec.queue
+    ordered_work = st.tenancy.order([s.work for s in by_key.values()], st.now)
+    ordered = _headroom_ok(st, rec, [by_key[w.key] for w in ordered_work])
+    if not ordered:
+        return
+    oldest = min(s.arrival for s in ordered)
+    formed = st.batching.form(ordered, oldest, rec.model, st.now)
+    if formed is None:
+        st.arm(st.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
+        st.counters["batching.waits"] += 1
+        return
+    chosen = ordered[: formed.count]
+    for s in chosen:
+        dequeue(st, s, dispatched=True)
+    longest = max(s.input_tokens for s in chosen)
+    out = max(s.max_output_tokens for s in chosen)
+    predicted = service_us(
+        st.latency, rec.model.key, rec.device.accelerator, len(chosen), longest, out
+    )
+    _launch(st, chosen, rec, formed.padded_tokens, predicted, f"{rec.replica_id}: {formed.reason}")
+    rec.inflight = chosen[0].batch_id
+    rec.busy_until = st.now + predicted / 1e6
+    mark_used(st, rec)

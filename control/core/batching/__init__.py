@@ -1,0 +1,1 @@
+"""Dynamic batching policies for per-replica local queues."""

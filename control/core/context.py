@@ -1,0 +1,109 @@
+"""Configuration and shared mutable state of one ``ControlCore``.
+
+The engine's phase helpers (loads, queueing, batching, stealing, runs) all work on one
+``CoreState``; actions they decide are appended with ``emit`` under the current phase.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from control.core.actions import Action
+from control.core.batching.base import BatchPolicy
+from control.core.batching.size_delay import SizeDelayConfig
+from control.core.dag.run import CompiledDag
+from control.core.latency import LatencyModel
+from control.core.routing.base import RoutingContext, RoutingPolicy
+from control.core.routing.predicted_completion import PredictedCompletionConfig
+from control.core.routing.stealing import StealConfig
+from control.core.routing.transfer import TransferCosts
+from control.core.state import Cluster, InflightBatch, QueuedStep, RunRecord
+from control.core.tenancy.base import TenancyPolicy
+from control.core.tenancy.cost import CostModel
+from control.core.types import ModelSpec, Request, StepResult
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    batching: str = field(default="size_delay", metadata={"help": "batching strategy name"})
+    batching_config: object = field(default_factory=SizeDelayConfig)
+    routing: str = field(default="predicted_completion", metadata={"help": "routing strategy"})
+    routing_config: object = field(default_factory=PredictedCompletionConfig)
+    stealing: StealConfig = field(default_factory=StealConfig)
+    transfer: TransferCosts = field(default_factory=TransferCosts)
+    prefix_capacity_blocks: int = field(
+        default=4096, metadata={"help": "prefix-cache blocks each replica's index remembers"}
+    )
+    speculative_preload: bool = field(
+        default=True, metadata={"help": "preload models a starting run's later nodes need"}
+    )
+    finished_runs_kept: int = field(
+        default=256, metadata={"help": "recently finished runs kept for the snapshot"}
+    )
+
+
+class CoreState:
+    """Everything a core knows. Mutated only by the core's own methods during calls."""
+
+    def __init__(
+        self,
+        config: CoreConfig,
+        tenancy: TenancyPolicy,
+        cost: CostModel,
+        latency: LatencyModel,
+        batching: BatchPolicy,
+        routing: RoutingPolicy,
+        rng: random.Random,
+    ) -> None:
+        self.config = config
+        self.tenancy = tenancy
+        self.cost = cost
+        self.latency = latency
+        self.batching = batching
+        self.routing = routing
+        self.rng = rng
+        self.models: dict[str, ModelSpec] = {}
+        self.workflows: dict[str, CompiledDag] = {}
+        self.cluster = Cluster()
+        self.runs: dict[str, RunRecord] = {}
+        self.finished: deque[RunRecord] = deque(maxlen=config.finished_runs_kept)
+        self.seen_requests: set[str] = set()
+        self.steps: dict[str, QueuedStep] = {}  # live attempts: ready, queued or in flight
+        self.batches: dict[str, InflightBatch] = {}
+        self.dropped_batches: set[str] = set()  # batches failed by the core (late results ignored)
+        self.deferred: list[object] = []  # fleet events applied at the next step
+        self.sessions: dict[str, str] = {}
+        self.submitted: list[tuple[Request, float]] = []
+        self.completed: list[tuple[str, StepResult | None, int, float]] = []
+        self.output_started: set[str] = set()
+        self.ready: list[QueuedStep] = []  # steps to route in the next routing phase
+        self.tools: list[QueuedStep] = []  # tool steps to dispatch in the batching phase
+        self.unplaced: dict[str, list[QueuedStep]] = {}  # model -> steps no device can load
+        self.dirty: set[str] = set()  # replicas whose batching decision may have changed
+        self.headroom_blocked: set[str] = set()  # replicas holding work headroom refused
+        self.timers: list[tuple[float, int, str, str]] = []  # (when, seq, kind, id)
+        self.reserved_devices: frozenset[str] = frozenset()
+        self.counters: Counter[str] = Counter()
+        self.seq = 0
+        self.now = 0.0
+        self.phase = "admission"
+        self.actions: list[tuple[str, Action]] = []
+        self.preload = Counter()  # issued, hits, misses
+        self.routing_ctx: RoutingContext | None = None  # rebuilt when now or sessions change
+
+    def emit(self, action: Action) -> None:
+        """Record a decided action under the current phase and count it."""
+        self.actions.append((self.phase, action))
+        self.counters[type(action).__name__] += 1
+
+    def next_id(self, prefix: str) -> str:
+        self.seq += 1
+        return f"{prefix}{self.seq}"
+
+    def arm(self, when: float, kind: str, ident: str) -> None:
+        """Schedule a wake-up: ``kind`` "batch" (replica id) or "timeout" (step key)."""
+        self.seq += 1
+        heapq.heappush(self.timers, (when, self.seq, kind, ident))

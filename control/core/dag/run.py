@@ -1,0 +1,313 @@
+"""State machine of one workflow run over a validated ``DagSpec``.
+
+``DagRun`` knows which nodes are ready, turns them into steps (one per chunk for a map node,
+with a stable idempotency key across retries), records completions and failures, follows
+router labels and joins, skips dead branches and ends exactly once. It decides nothing about
+where or when steps run: that is the engine's job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from control.core.actions import InputBinding
+from control.core.dag.spec import INPUT_NODE, PORTS, DagSpec, EdgeSpec, NodeSpec
+from control.core.types import InputRef
+
+
+class NodeState(StrEnum):
+    WAITING = "waiting"
+    READY = "ready"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+_TERMINAL = (NodeState.DONE, NodeState.SKIPPED, NodeState.FAILED)
+
+
+@dataclass(frozen=True)
+class StepRef:
+    """One attempt of one node (one chunk of a map node) of a run."""
+
+    key: str
+    run_id: str
+    node_id: str
+    chunk: int | None
+    attempt: int
+    idempotency_key: str
+    inputs: tuple[InputBinding, ...]
+
+
+class CompiledDag:
+    """Static structure of a spec, computed once per registered workflow."""
+
+    def __init__(self, spec: DagSpec) -> None:
+        self.spec = spec
+        self.nodes: dict[str, NodeSpec] = {n.node_id: n for n in spec.nodes}
+        self.in_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
+        self.out_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
+        for e in spec.edges:
+            self.in_edges[e.target].append(e)
+            self.out_edges[e.source].append(e)
+        self.layers = self._layers()
+        self.order = tuple(n for layer in self.layers for n in layer)
+        first = set(self.layers[0]) if self.layers else set()
+        #: models of nodes that cannot run at the start (speculative preload candidates)
+        self.later_models = tuple(
+            dict.fromkeys(
+                self.nodes[n].model for n in self.order if n not in first and self.nodes[n].model
+            )
+        )
+        self.first_models = frozenset(self.nodes[n].model for n in first if self.nodes[n].model)
+
+    def _layers(self) -> tuple[tuple[str, ...], ...]:
+        deps = {
+            n: {e.source for e in self.in_edges[n] if e.source != INPUT_NODE} for n in self.nodes
+        }
+        layers: list[tuple[str, ...]] = []
+        done: set[str] = set()
+        while len(done) < len(deps):
+            layer = tuple(sorted(n for n, d in deps.items() if n not in done and d <= done))
+            if not layer:
+                raise ValueError(f"workflow {self.spec.workflow!r} has a cycle; validate it first")
+            layers.append(layer)
+            done.update(layer)
+        return tuple(layers)
+
+    def critical_path(self, estimate_us: Callable[[NodeSpec], int]) -> tuple[tuple[str, ...], int]:
+        """Longest path by estimated node latency: (node ids in order, total microseconds)."""
+        best: dict[str, tuple[int, str | None]] = {}
+        for n in self.order:
+            preds = [e.source for e in self.in_edges[n] if e.source != INPUT_NODE]
+            prev = max(preds, key=lambda p: (best[p][0], p), default=None)
+            base = best[prev][0] if prev is not None else 0
+            best[n] = (base + estimate_us(self.nodes[n]), prev)
+        if not best:
+            return (), 0
+        end = max(best, key=lambda n: (best[n][0], n))
+        path: list[str] = []
+        cur: str | None = end
+        while cur is not None:
+            path.append(cur)
+            cur = best[cur][1]
+        return tuple(reversed(path)), best[end][0]
+
+
+class DagRun:
+    """Progress of one run. Mutated only through its methods; ``status`` is "running" until
+    it ends once as "succeeded" or "failed" (or "cancelled" through ``cancel``)."""
+
+    def __init__(self, run_id: str, dag: CompiledDag, idempotency_base: str) -> None:
+        self.run_id = run_id
+        self.dag = dag
+        self.status = "running"
+        self.error: str | None = None
+        self._idem = idempotency_base
+        self.state: dict[str, NodeState] = dict.fromkeys(dag.nodes, NodeState.WAITING)
+        self._locs: dict[str, list[tuple[str | None, str | None]]] = {}
+        self._labels: dict[str, str | None] = {}
+        self._items: dict[str, int] = {}
+        self._left: dict[str, int] = {}
+        self._attempts: dict[tuple[str, int | None], int] = {}
+        self.live: dict[str, StepRef] = {}
+        self._ready: list[str] = []
+        self._terminal = 0
+        for n in dag.order:
+            self._evaluate(n)
+
+    # ----- queries
+    def ready(self) -> tuple[str, ...]:
+        """Nodes whose inputs are resolved and that have not been turned into steps yet."""
+        return tuple(self._ready)
+
+    def layers(self) -> tuple[tuple[str, ...], ...]:
+        return self.dag.layers
+
+    def chunks(self, node_id: str) -> int:
+        """How many steps (chunks) the node was split into once taken; 1 otherwise."""
+        return len(self._locs.get(node_id, [0]))
+
+    @property
+    def ended(self) -> bool:
+        return self.status != "running"
+
+    def outputs(self) -> dict[str, tuple[InputRef, ...]]:
+        """Declared workflow outputs -> where their data lives (succeeded runs)."""
+        out: dict[str, tuple[InputRef, ...]] = {}
+        for name, ref in self.dag.spec.outputs.items():
+            node, _, fld = ref.partition(".")
+            if self.state.get(node) == NodeState.DONE:
+                out[name] = self._refs(node, fld)
+        return out
+
+    # ----- transitions
+    def take_ready(self) -> list[StepRef]:
+        """Turn every ready node into steps (a map node: one per chunk); marks them running."""
+        steps: list[StepRef] = []
+        for node_id in self._ready:
+            node = self.dag.nodes[node_id]
+            self.state[node_id] = NodeState.RUNNING
+            chunks: list[int | None] = [None]
+            if node.map_over is not None:
+                chunks = list(range(self._map_count(node)))
+            self._left[node_id] = len(chunks)
+            self._locs[node_id] = [(None, None)] * len(chunks)
+            for c in chunks:
+                steps.append(self._new_step(node, c, 1))
+        self._ready.clear()
+        return steps
+
+    def on_step_done(
+        self,
+        key: str,
+        device_id: str | None,
+        replica_id: str | None,
+        route_label: str | None = None,
+        item_count: int | None = None,
+    ) -> bool:
+        """Record a successful attempt. Returns False (and changes nothing) for a key that is not
+        live (stale attempt, cancelled run). May make successors ready or end the run."""
+        step = self.live.pop(key, None)
+        if step is None or self.ended:
+            return False
+        node_id = step.node_id
+        self._locs[node_id][step.chunk or 0] = (device_id, replica_id)
+        if route_label is not None:
+            self._labels[node_id] = route_label
+        if item_count is not None:
+            self._items[node_id] = self._items.get(node_id, 0) + item_count
+        self._left[node_id] -= 1
+        if self._left[node_id] == 0:
+            self._set_terminal(node_id, NodeState.DONE)
+        return True
+
+    def on_step_failed(self, key: str, error: str) -> StepRef | None:
+        """Record a failed attempt. Returns the retry (same idempotency key) while the node's
+        retry budget lasts; otherwise fails the node and the run and returns None."""
+        step = self.live.pop(key, None)
+        if step is None or self.ended:
+            return None
+        node = self.dag.nodes[step.node_id]
+        if step.attempt <= node.retries:
+            return self._new_step(node, step.chunk, step.attempt + 1)
+        self.state[step.node_id] = NodeState.FAILED
+        self.status = "failed"
+        self.error = f"node {step.node_id!r} failed after {step.attempt} attempt(s): {error}"
+        return None
+
+    def cancel(self, status: str = "cancelled") -> tuple[str, ...]:
+        """End the run now; returns the keys of its live steps (the caller drops them)."""
+        keys = tuple(self.live)
+        self.live.clear()
+        if not self.ended:
+            self.status = status
+        return keys
+
+    # ----- internals
+    def _new_step(self, node: NodeSpec, chunk: int | None, attempt: int) -> StepRef:
+        suffix = node.node_id if chunk is None else f"{node.node_id}#{chunk}"
+        step = StepRef(
+            key=f"{self.run_id}/{suffix}/{attempt}",
+            run_id=self.run_id,
+            node_id=node.node_id,
+            chunk=chunk,
+            attempt=attempt,
+            idempotency_key=f"{self._idem}/{suffix}",
+            inputs=self._bindings(node, chunk),
+        )
+        self.live[step.key] = step
+        self._attempts[(node.node_id, chunk)] = attempt
+        return step
+
+    def _map_count(self, node: NodeSpec) -> int:
+        for e in self.dag.in_edges[node.node_id]:
+            if e.target_field == node.map_over and self._edge_live(e) and e.source != INPUT_NODE:
+                return max(1, self._items.get(e.source, len(self._locs.get(e.source, [0]))))
+        return 1
+
+    def _refs(self, node_id: str, fld: str, chunk: int | None = None) -> tuple[InputRef, ...]:
+        locs = self._locs.get(node_id, [])
+        if chunk is not None:
+            if len(locs) > 1:
+                dev, rep = locs[chunk]
+            else:
+                dev, rep = locs[0] if locs else (None, None)
+            return (InputRef(self.run_id, node_id, fld, dev, rep, chunk),)
+        many = len(locs) > 1
+        return tuple(
+            InputRef(self.run_id, node_id, fld, dev, rep, i if many else None)
+            for i, (dev, rep) in enumerate(locs)
+        )
+
+    def _bindings(self, node: NodeSpec, chunk: int | None) -> tuple[InputBinding, ...]:
+        by_field: dict[str, list[InputRef]] = {}
+        for e in self.dag.in_edges[node.node_id]:
+            if not self._edge_live(e) or (node.join == "any" and e.target_field in by_field):
+                continue
+            if e.source == INPUT_NODE:
+                refs: tuple[InputRef, ...] = (
+                    InputRef(self.run_id, INPUT_NODE, e.source_field, None, None),
+                )
+            else:
+                split = chunk is not None and e.target_field == node.map_over
+                refs = self._refs(e.source, e.source_field, chunk if split else None)
+            by_field.setdefault(e.target_field, []).extend(refs)
+        return tuple(InputBinding(f, tuple(r)) for f, r in sorted(by_field.items()))
+
+    def _edge_live(self, e: EdgeSpec) -> bool:
+        if e.source == INPUT_NODE:
+            return True
+        if self.state.get(e.source) != NodeState.DONE:
+            return False
+        return e.when is None or e.when == self._labels.get(e.source)
+
+    def _edge_pending(self, e: EdgeSpec) -> bool:
+        return e.source != INPUT_NODE and self.state.get(e.source) not in _TERMINAL
+
+    def _evaluate(self, node_id: str) -> None:
+        """Resolve a waiting node. "all": wait until no input edge is pending, then run if every
+        required field is fed by a live edge, else skip. "any": run as soon as every required
+        field has one live edge (the first wins); skip once a required field cannot be fed."""
+        if self.state[node_id] != NodeState.WAITING:
+            return
+        node = self.dag.nodes[node_id]
+        edges = self.dag.in_edges[node_id]
+        required = [f for f, t in PORTS[node.kind][0].items() if not t.endswith("?")]
+        if node.join == "all":
+            if any(self._edge_pending(e) for e in edges):
+                return
+            fed = {e.target_field for e in edges if self._edge_live(e)}
+            ok = bool(fed) and all(f in fed for f in required)
+            if ok:
+                self._make_ready(node_id)
+            else:
+                self._set_terminal(node_id, NodeState.SKIPPED)
+            return
+        waiting = False
+        for f in required:
+            field_edges = [e for e in edges if e.target_field == f]
+            if any(self._edge_live(e) for e in field_edges):
+                continue
+            if not any(self._edge_pending(e) for e in field_edges):
+                self._set_terminal(node_id, NodeState.SKIPPED)
+                return
+            waiting = True
+        if not waiting:
+            self._make_ready(node_id)
+
+    def _make_ready(self, node_id: str) -> None:
+        self.state[node_id] = NodeState.READY
+        self._ready.append(node_id)
+
+    def _set_terminal(self, node_id: str, state: NodeState) -> None:
+        self.state[node_id] = state
+        self._terminal += 1
+        for e in self.dag.out_edges[node_id]:
+            self._evaluate(e.target)
+        if self._terminal == len(self.state) and not self.ended:
+            self.status = "succeeded"

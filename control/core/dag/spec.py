@@ -1,0 +1,179 @@
+"""Workflow DAG spec: nodes, edges with input mappings, joins, routes, map nodes, QoS.
+
+A spec is built from a plain dict (parsed from JSON or YAML by the caller; the core parses no
+text). Shape::
+
+    {"workflow": "rag", "inputs": {"query": "text"}, "outputs": {"answer": "llm.text"},
+     "nodes": [{"id": "embed", "task": "embed", "model": "minilm:1"},
+               {"id": "search", "tool": "vector_search", "params": {"index": "docs"}}, ...],
+     "edges": [{"from": "input.query", "to": "embed.text"},
+               {"from": "embed.embedding", "to": "search.embedding"}, ...]}
+
+Node keys: ``id``, ``task`` + ``model`` or ``tool``, ``join`` ("all" | "any"), ``retries``,
+``timeout_s``, ``priority_class``, ``deadline_s`` (relative to run start), ``map_over`` (input
+field split into chunks run in parallel and merged in order), ``params``. Edge keys: ``from``,
+``to`` (``node.field``; ``input.X`` is a workflow input) and ``when`` (a router's label).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+#: Pseudo-node whose fields are the workflow's inputs.
+INPUT_NODE = "input"
+JOINS: tuple[str, ...] = ("all", "any")
+
+#: Port types per task/tool: (inputs {field: type}, outputs {field: type}). A type ending in
+#: "?" marks an optional input. "any" matches every type.
+PORTS: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = MappingProxyType(
+    {
+        "embed": ({"text": "text"}, {"embedding": "vector"}),
+        "rerank": ({"query": "text", "documents": "documents"}, {"documents": "documents"}),
+        "generate": ({"prompt": "text", "context": "documents?"}, {"text": "text"}),
+        "classify": ({"text": "text"}, {"label": "label"}),
+        "vector_search": ({"embedding": "vector"}, {"documents": "documents"}),
+        "router": ({"value": "any"}, {"label": "label", "value": "any"}),
+        "segment": ({"text": "text"}, {"segments": "text"}),
+    }
+)
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+class SpecFormatError(ValueError):
+    """The dict is not shaped like a workflow spec (missing key, wrong type)."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    node_id: str
+    task: str | None = None  # model task (embed, rerank, generate, classify)
+    model: str | None = None  # model key name:version
+    tool: str | None = None  # vector_search, router, segment
+    join: str = "all"
+    retries: int = 0
+    timeout_s: float | None = None
+    priority_class: str | None = None  # None: the request's class
+    deadline_s: float | None = None  # relative to run start
+    map_over: str | None = None
+    params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def kind(self) -> str:
+        """The task or tool name: the key into ``PORTS``."""
+        return self.tool if self.tool is not None else (self.task or "")
+
+    @property
+    def is_tool(self) -> bool:
+        return self.tool is not None
+
+
+@dataclass(frozen=True)
+class EdgeSpec:
+    source: str
+    source_field: str
+    target: str
+    target_field: str
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class DagSpec:
+    workflow: str
+    nodes: tuple[NodeSpec, ...]
+    edges: tuple[EdgeSpec, ...]
+    inputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    outputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # name -> "node.field"
+
+    def node(self, node_id: str) -> NodeSpec:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"workflow {self.workflow!r} has no node {node_id!r}")
+
+    def validate(
+        self, known_models: Mapping[str, str], known_tools: tuple[str, ...] | None = None
+    ) -> tuple[object, ...]:
+        """Every problem of this spec at once (empty tuple: valid). See ``dag.validate``.
+
+        ``known_models`` maps model key -> task.
+        """
+        from control.core.dag.validate import validate
+
+        return validate(self, known_models, known_tools)
+
+
+def _split_ref(ref: object, where: str) -> tuple[str, str]:
+    if not isinstance(ref, str) or ref.count(".") != 1:
+        raise SpecFormatError(f"{where}: expected 'node.field', got {ref!r}")
+    node, fld = ref.split(".")
+    return node, fld
+
+
+def _node_from_dict(i: int, raw: object) -> NodeSpec:
+    if not isinstance(raw, Mapping) or "id" not in raw:
+        raise SpecFormatError(f"nodes[{i}]: expected a mapping with an 'id', got {raw!r}")
+    timeout = raw.get("timeout_s")
+    deadline = raw.get("deadline_s")
+    return NodeSpec(
+        node_id=str(raw["id"]),
+        task=raw.get("task"),
+        model=raw.get("model"),
+        tool=raw.get("tool"),
+        join=str(raw.get("join", "all")),
+        retries=int(raw.get("retries", 0)),
+        timeout_s=None if timeout is None else float(timeout),
+        priority_class=raw.get("priority_class"),
+        deadline_s=None if deadline is None else float(deadline),
+        map_over=raw.get("map_over"),
+        params=MappingProxyType(dict(raw.get("params") or {})),
+    )
+
+
+def dag_from_dict(raw: Mapping[str, object]) -> DagSpec:
+    """Build a spec from a parsed JSON/YAML dict. Raises SpecFormatError on a malformed shape;
+    semantic problems (cycles, unknown models...) are left to ``validate``."""
+    if not isinstance(raw, Mapping) or "workflow" not in raw:
+        raise SpecFormatError("expected a mapping with a 'workflow' name")
+    nodes_raw = raw.get("nodes") or []
+    edges_raw = raw.get("edges") or []
+    if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
+        raise SpecFormatError("'nodes' and 'edges' must be lists")
+    nodes = tuple(_node_from_dict(i, n) for i, n in enumerate(nodes_raw))
+    edges = []
+    for i, e in enumerate(edges_raw):
+        if not isinstance(e, Mapping):
+            raise SpecFormatError(f"edges[{i}]: expected a mapping, got {e!r}")
+        src, sf = _split_ref(e.get("from"), f"edges[{i}].from")
+        dst, df = _split_ref(e.get("to"), f"edges[{i}].to")
+        when = e.get("when")
+        edges.append(EdgeSpec(src, sf, dst, df, None if when is None else str(when)))
+    return DagSpec(
+        workflow=str(raw["workflow"]),
+        nodes=nodes,
+        edges=tuple(edges),
+        inputs=MappingProxyType({str(k): str(v) for k, v in dict(raw.get("inputs") or {}).items()}),
+        outputs=MappingProxyType(
+            {str(k): str(v) for k, v in dict(raw.get("outputs") or {}).items()}
+        ),
+    )
+
+
+def linear_pipeline(workflow: str, stages: list[tuple[str, str, str, str]]) -> DagSpec:
+    """The one-path case: ``stages`` = [(node_id, model_key, task, input_field)]; each stage's
+    first output feeds the next stage's ``input_field``; the first reads ``input.text``."""
+    nodes = tuple(NodeSpec(node_id=n, task=t, model=m) for n, m, t, _ in stages)
+    edges = []
+    prev: tuple[str, str] = (INPUT_NODE, "text")
+    for node_id, _m, task, in_field in stages:
+        edges.append(EdgeSpec(prev[0], prev[1], node_id, in_field))
+        prev = (node_id, next(iter(PORTS[task][1])))
+    return DagSpec(
+        workflow,
+        nodes,
+        tuple(edges),
+        MappingProxyType({"text": "text"}),
+        MappingProxyType({"output": f"{prev[0]}.{prev[1]}"}),
+    )

@@ -1,0 +1,81 @@
+"""Events a driver records with ``ControlCore.ingest(event, now)``. Recording only: the core
+acts on them at the next ``step(now)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from control.core.dag.spec import DagSpec
+from control.core.tenancy.base import TenancyConfig
+from control.core.types import DeviceSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class ModelRegistered:
+    model: ModelSpec
+
+
+@dataclass(frozen=True)
+class WorkflowRegistered:
+    """Register (or replace) a workflow; it is validated at once and refused with every problem."""
+
+    spec: DagSpec
+
+
+@dataclass(frozen=True)
+class DeviceUp:
+    device: DeviceSpec
+
+
+@dataclass(frozen=True)
+class DeviceDown:
+    device_id: str
+    reason: str = "device reported down"
+
+
+@dataclass(frozen=True)
+class ReplicaLoaded:
+    """A replica finished loading. For a replica the core did not ask for (initial fleet,
+    placement done elsewhere) ``model_key`` and ``device_ids`` describe it."""
+
+    replica_id: str
+    model_key: str = ""
+    device_ids: tuple[str, ...] = ()
+    pool: str = "hot"
+
+
+@dataclass(frozen=True)
+class ReplicaLoadFailed:
+    replica_id: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ReplicaUnloaded:
+    replica_id: str
+
+
+@dataclass(frozen=True)
+class OutputStarted:
+    """The first output token of a run's step was produced (borrowed work stops being
+    preemptible from here)."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class TenancyConfigChanged:
+    config: TenancyConfig
+
+
+CoreEvent = (
+    ModelRegistered
+    | WorkflowRegistered
+    | DeviceUp
+    | DeviceDown
+    | ReplicaLoaded
+    | ReplicaLoadFailed
+    | ReplicaUnloaded
+    | OutputStarted
+    | TenancyConfigChanged
+)

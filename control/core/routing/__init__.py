@@ -1,0 +1,1 @@
+"""Routing: choosing the replica for a ready step, prefix-cache index, priced work stealing."""

@@ -1,0 +1,70 @@
+"""Routing contract: the global scheduler picks a replica queue for each ready step.
+
+Called by the engine once per ready model step (and for re-routing). A policy reads candidate
+replicas through the ``Candidate`` protocol and changes nothing; it returns a ``RouteChoice``
+whose reason a person can read, or None when there is no candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from control.core.latency import LatencyModel
+from control.core.routing.prefix_index import PrefixIndex
+from control.core.routing.transfer import TransferCosts
+from control.core.types import DeviceSpec
+
+
+class Candidate(Protocol):
+    replica_id: str
+    device: DeviceSpec  # primary device
+    loading: bool
+    ready_at: float  # predicted end of loading (loading replicas)
+    busy_until: float  # predicted end of the batch in flight
+    queue_us: int  # predicted service time of everything queued there
+    prefix: PrefixIndex
+
+
+@dataclass(frozen=True)
+class StepDemand:
+    model_key: str
+    input_tokens: int
+    output_tokens: int
+    prefix_blocks: tuple[int, ...]
+    session_id: str | None
+    input_devices: tuple[DeviceSpec | None, ...]
+
+
+@dataclass(frozen=True)
+class RouteScore:
+    replica_id: str
+    total_us: int
+    queue_us: int
+    service_us: int
+    transfer_us: int
+    load_us: int
+    saving_us: int
+    hit_blocks: int
+
+
+@dataclass(frozen=True)
+class RouteChoice:
+    score: RouteScore
+    affinity: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class RoutingContext:
+    now: float
+    latency: LatencyModel
+    transfer: TransferCosts
+    sessions: Mapping[str, str]  # session id -> replica that served it last
+
+
+class RoutingPolicy(Protocol):
+    def choose(
+        self, demand: StepDemand, candidates: Sequence[Candidate], ctx: RoutingContext
+    ) -> RouteChoice | None: ...

@@ -1,0 +1,107 @@
+"""Lowest predicted completion, with session affinity under a balance guard.
+
+predicted completion = queue delay (batch in flight + queued work, or the rest of a load)
++ service time (latency model) + transfer of inputs from where they are + load time when the
+model is not loaded there - expected prefix-cache saving (leading blocks the replica's prefix
+index holds). Ties break on replica id, so equal inputs give equal choices.
+
+Affinity: a session stays on the replica that served it last (it holds the KV prefix) as long as
+that replica's queue delay is within ``balance_guard_us`` of the least loaded candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from control.core.routing.base import Candidate, RouteChoice, RouteScore, RoutingContext, StepDemand
+from control.core.types import BLOCK_TOKENS
+
+
+@dataclass(frozen=True)
+class PredictedCompletionConfig:
+    balance_guard_us: int = field(
+        default=50_000,
+        metadata={
+            "help": "affinity holds while the affine replica's queue delay is at most this "
+            "much above the least loaded candidate's"
+        },
+    )
+    use_prefix: bool = field(default=True, metadata={"help": "subtract predicted cache savings"})
+    use_affinity: bool = field(default=True, metadata={"help": "keep sessions on their replica"})
+
+
+def _parts(demand: StepDemand, c: Candidate, ctx: RoutingContext, use_prefix: bool) -> tuple:
+    """(total, replica id, queue, service, transfer, load, saving, hits) as a plain tuple:
+    this runs once per candidate per decision, so it avoids building objects."""
+    now = ctx.now
+    dt = c.device.accelerator
+    load = max(0, int((c.ready_at - now) * 1e6)) if c.loading else 0
+    queue = max(0, int((c.busy_until - now) * 1e6)) + c.queue_us
+    lat = ctx.latency
+    fwd = lat.forward_us(demand.model_key, dt, 1, demand.input_tokens)
+    service = fwd
+    if demand.output_tokens:
+        service += lat.decode_us(demand.model_key, dt, 1, demand.output_tokens)
+    hits = c.prefix.match(demand.prefix_blocks) if use_prefix and demand.prefix_blocks else 0
+    saving = 0
+    if hits:
+        rest = max(0, demand.input_tokens - hits * BLOCK_TOKENS)
+        saving = max(0, fwd - lat.forward_us(demand.model_key, dt, 1, rest))
+    transfer = 0
+    for src in demand.input_devices:
+        transfer += ctx.transfer.cost_us(src, c.device)
+    total = load + queue + service + transfer - saving
+    return (total, c.replica_id, queue, service, transfer, load, saving, hits)
+
+
+def score(
+    demand: StepDemand, c: Candidate, ctx: RoutingContext, use_prefix: bool = True
+) -> RouteScore:
+    """Predicted completion of ``demand`` on ``c`` with its parts (all microseconds)."""
+    total, rid, queue, service, transfer, load, saving, hits = _parts(demand, c, ctx, use_prefix)
+    return RouteScore(rid, total, queue, service, transfer, load, saving, hits)
+
+
+def _as_score(p: tuple) -> RouteScore:
+    total, rid, queue, service, transfer, load, saving, hits = p
+    return RouteScore(rid, total, queue, service, transfer, load, saving, hits)
+
+
+class PredictedCompletionRouting:
+    def __init__(self, config: PredictedCompletionConfig | None = None) -> None:
+        self.config = config or PredictedCompletionConfig()
+
+    def choose(
+        self, demand: StepDemand, candidates: Sequence[Candidate], ctx: RoutingContext
+    ) -> RouteChoice | None:
+        if not candidates:
+            return None
+        parts = [_parts(demand, c, ctx, self.config.use_prefix) for c in candidates]
+        best_p = min(parts)  # (total, replica id, ...): ties break on replica id
+        best = _as_score(best_p)
+        affine_id = ctx.sessions.get(demand.session_id) if demand.session_id else None
+        if self.config.use_affinity and affine_id is not None:
+            affine_p = next((p for p in parts if p[1] == affine_id), None)
+            if affine_p is not None:
+                affine = _as_score(affine_p)
+                least = min(p[2] for p in parts)
+                gap = affine.queue_us - least
+                if gap <= self.config.balance_guard_us:
+                    why = (
+                        f"session {demand.session_id} stays on {affine_id} "
+                        f"(holds {affine.hit_blocks} prefix blocks; queue {gap} us above least loaded)"
+                    )
+                    return RouteChoice(affine, True, why)
+                why = (
+                    f"balance guard: {affine_id} is {gap} us behind the least loaded "
+                    f"(limit {self.config.balance_guard_us} us); session {demand.session_id} moves "
+                    f"to {best.replica_id}"
+                )
+                return RouteChoice(best, False, why)
+        why = (
+            f"lowest predicted completion {best.total_us} us on {best.replica_id} (queue "
+            f"{best.queue_us}, service {best.service_us}, transfer {best.transfer_us}, load "
+            f"{best.load_us}, cache saving {best.saving_us}) among {len(parts)} replicas"
+        )
+        return RouteChoice(best, False, why)

@@ -1,0 +1,196 @@
+"""Immutable views of the core for the API, the console and the twin.
+
+``build_snapshot`` copies what it shows into frozen dataclasses and tuples; nothing in a
+snapshot aliases the core's mutable state. Each queued step carries a sentence saying why it
+waits, followed by the tenancy half's own explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from control.core.context import CoreState
+from control.core.state import QueuedStep, ReplicaRecord, RunRecord
+
+
+@dataclass(frozen=True)
+class RunView:
+    request_id: str
+    tenant_id: str
+    workflow: str
+    status: str
+    started_at: float
+    nodes: Mapping[str, str]  # node id -> state
+    live_steps: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueuedStepView:
+    key: str
+    request_id: str
+    node_id: str
+    tenant_id: str
+    priority_class: str
+    replica_id: str | None
+    queued_since: float
+    why: str
+
+
+@dataclass(frozen=True)
+class ReplicaView:
+    replica_id: str
+    model_key: str
+    device_ids: tuple[str, ...]
+    pool: str
+    state: str
+    queue_len: int
+    queue_us: int
+    inflight_batch: str | None
+    speculative: bool
+    used: bool
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    device_id: str
+    node_id: str
+    accelerator: str
+    pool: str
+    up: bool
+    memory_mib: int
+    used_mib: int
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BatchView:
+    batch_id: str
+    replica_id: str | None
+    model_key: str | None
+    keys: tuple[str, ...]
+    dispatched_at: float
+    predicted_us: int
+
+
+@dataclass(frozen=True)
+class PreloadStats:
+    issued: int
+    hits: int
+    misses: int
+    hit_rate_milli: int | None  # hits / (hits + misses) in thousandths; None before any outcome
+
+
+@dataclass(frozen=True)
+class CoreSnapshot:
+    now: float
+    runs: tuple[RunView, ...]
+    recently_finished: tuple[RunView, ...]
+    queues: Mapping[str, tuple[QueuedStepView, ...]]  # replica id -> queue in arrival order
+    unplaced: tuple[QueuedStepView, ...]
+    devices: tuple[DeviceView, ...]
+    replicas: tuple[ReplicaView, ...]
+    batches: tuple[BatchView, ...]
+    counters: Mapping[str, int]
+    preload: PreloadStats
+    tenancy: object
+
+
+def _run_view(run: RunRecord) -> RunView:
+    dr = run.dag_run
+    return RunView(
+        run.request.request_id,
+        run.request.tenant_id,
+        run.request.workflow,
+        run.status,
+        run.started_at,
+        MappingProxyType({n: str(s) for n, s in dr.state.items()}),
+        tuple(dr.live),
+    )
+
+
+def _why(st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int) -> str:
+    now = st.now
+    if rec is None:
+        own = f"no cold-pool device has room to load {step.model_key} ({step.key} waits for memory)"
+    elif rec.loading:
+        left = max(0.0, rec.ready_at - now) * 1000
+        own = f"waiting for {rec.model.key} to load on {rec.device.device_id} (~{left:.0f} ms left)"
+    elif rec.inflight is not None:
+        left = max(0.0, rec.busy_until - now) * 1000
+        own = (
+            f"{rec.replica_id} is running batch {rec.inflight} (~{left:.0f} ms left); "
+            f"{ahead} step(s) ahead in its queue"
+        )
+    else:
+        cap = st.batching.max_batch_size(rec.model)
+        own = (
+            f"batch forming on {rec.replica_id}: {len(rec.queue)} of {cap} items; it dispatches "
+            f"when full or when the oldest item's max delay is up"
+        )
+    return f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, now)}"
+
+
+def _step_view(
+    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int
+) -> QueuedStepView:
+    w = step.work
+    return QueuedStepView(
+        step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class,
+        rec.replica_id if rec else None, step.arrival, _why(st, step, rec, ahead),
+    )  # fmt: skip
+
+
+def _replica_view(r: ReplicaRecord) -> ReplicaView:
+    return ReplicaView(
+        r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
+        len(r.queue), r.queue_us, r.inflight, r.speculative, r.used,
+    )  # fmt: skip
+
+
+def build_snapshot(st: CoreState) -> CoreSnapshot:
+    """Copy the core's state into immutable views (O(state); call it for display, not per step)."""
+    cl = st.cluster
+    queues = {
+        rid: tuple(_step_view(st, s, rec, i) for i, s in enumerate(rec.queue.values()))
+        for rid, rec in sorted(cl.replicas.items())
+        if rec.queue
+    }
+    unplaced = tuple(
+        _step_view(st, s, None, 0) for k in sorted(st.unplaced) for s in st.unplaced[k]
+    )
+    devices = tuple(
+        DeviceView(
+            d.spec.device_id,
+            d.spec.node_id,
+            d.spec.accelerator,
+            d.spec.pool,
+            d.up,
+            d.spec.memory_mib,
+            d.used_mib,
+            tuple(sorted(cl.replicas[r].model.key for r in d.replicas)),
+        )  # fmt: skip
+        for _, d in sorted(cl.devices.items())
+    )
+    batches = tuple(
+        BatchView(
+            b.batch_id, b.replica_id, b.model_key, tuple(b.items), b.dispatched_at, b.predicted_us
+        )
+        for b in st.batches.values()
+    )
+    hits, misses = st.preload["hits"], st.preload["misses"]
+    rate = hits * 1000 // (hits + misses) if hits + misses else None
+    return CoreSnapshot(
+        now=st.now,
+        runs=tuple(_run_view(r) for r in st.runs.values()),
+        recently_finished=tuple(_run_view(r) for r in st.finished),
+        queues=MappingProxyType(queues),
+        unplaced=unplaced,
+        devices=devices,
+        replicas=tuple(_replica_view(r) for _, r in sorted(cl.replicas.items())),
+        batches=batches,
+        counters=MappingProxyType(dict(sorted(st.counters.items()))),
+        preload=PreloadStats(st.preload["issued"], hits, misses, rate),
+        tenancy=st.tenancy.snapshot(),
+    )

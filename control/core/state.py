@@ -1,0 +1,171 @@
+"""Mutable records the engine keeps: devices, replicas with their local queues, steps, runs.
+
+Internal to the core (the outside world sees ``snapshot()``). Indexes are kept so no decision
+scans the whole fleet or every queue: replicas per model, replicas with queued work, and
+per-replica predicted backlog maintained on enqueue/dequeue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from control.core.dag.run import DagRun, StepRef
+from control.core.dag.spec import NodeSpec
+from control.core.routing.prefix_index import PrefixIndex
+from control.core.tenancy.base import QueuedWork
+from control.core.types import DeviceSpec, ModelSpec, ReplicaState, Request
+
+
+class QueuedStep:
+    """One live step attempt: ready, queued on a replica, or in flight."""
+
+    __slots__ = (
+        "ref", "key", "run", "node", "model_key", "input_tokens", "max_output_tokens",
+        "prefix_blocks", "arrival", "cost_units", "est_us", "work", "replica_id", "batch_id",
+        "hit_blocks", "dispatched_at", "input_devices",
+    )  # fmt: skip
+
+    def __init__(self, ref: StepRef, run: RunRecord, node: NodeSpec, work: QueuedWork) -> None:
+        self.ref = ref
+        self.key = ref.key
+        self.run = run
+        self.node = node
+        self.model_key: str | None = node.model
+        self.input_tokens = 0
+        self.max_output_tokens = 0
+        self.prefix_blocks: tuple[int, ...] = ()
+        self.arrival = work.arrival
+        self.cost_units = work.cost_units
+        self.est_us = 0
+        self.work = work
+        self.replica_id: str | None = None
+        self.batch_id: str | None = None
+        self.hit_blocks = 0
+        self.dispatched_at: float | None = None
+        self.input_devices: tuple[DeviceSpec | None, ...] = ()
+
+
+class ReplicaRecord:
+    """A model replica on one device (or a tensor-parallel group) and its local queue."""
+
+    __slots__ = (
+        "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
+        "queue", "queue_us", "inflight", "prefix", "last_used", "speculative", "used",
+        "load_reason",
+    )  # fmt: skip
+
+    def __init__(
+        self, replica_id: str, model: ModelSpec, devices: tuple[DeviceSpec, ...], pool: str,
+        state: ReplicaState, prefix_capacity: int,
+    ) -> None:  # fmt: skip
+        self.replica_id = replica_id
+        self.model = model
+        self.devices = devices
+        self.device = devices[0]
+        self.pool = pool
+        self.state = state
+        self.ready_at = 0.0
+        self.busy_until = 0.0
+        self.queue: dict[str, QueuedStep] = {}
+        self.queue_us = 0
+        self.inflight: str | None = None  # batch id; one batch in flight per replica
+        self.prefix = PrefixIndex(prefix_capacity)
+        self.last_used = 0.0
+        self.speculative = False
+        self.used = False
+        self.load_reason = ""
+
+    @property
+    def loading(self) -> bool:
+        return self.state == ReplicaState.LOADING
+
+    @property
+    def idle(self) -> bool:
+        return self.state == ReplicaState.READY and self.inflight is None and not self.queue
+
+    def wait_us(self, now: float) -> int:
+        """Predicted delay before a newly queued item could start (load + in flight + queue)."""
+        load = max(0.0, self.ready_at - now) if self.loading else 0.0
+        busy = max(0.0, self.busy_until - now)
+        return int((load + busy) * 1e6) + self.queue_us
+
+
+@dataclass
+class DeviceRecord:
+    spec: DeviceSpec
+    up: bool = True
+    used_mib: int = 0
+    replicas: set[str] = field(default_factory=set)
+
+    @property
+    def free_mib(self) -> int:
+        return self.spec.memory_mib - self.used_mib
+
+
+@dataclass
+class InflightBatch:
+    batch_id: str
+    replica_id: str | None
+    model_key: str | None
+    items: dict[str, QueuedStep]
+    dispatched_at: float
+    predicted_us: int
+
+
+@dataclass
+class RunRecord:
+    request: Request
+    dag_run: DagRun
+    started_at: float
+    borrowed: bool = False
+    used_tokens: int = 0
+    used_cost_units: int = 0
+    finished: bool = False
+    status: str = "running"
+
+
+class Cluster:
+    """Devices and replicas with the indexes the engine decides from."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, DeviceRecord] = {}
+        self.replicas: dict[str, ReplicaRecord] = {}
+        self.by_model: dict[str, dict[str, ReplicaRecord]] = {}
+        self.backlogged: set[str] = set()  # replicas with a non-empty queue
+
+    def add_replica(self, rec: ReplicaRecord) -> None:
+        self.replicas[rec.replica_id] = rec
+        self.by_model.setdefault(rec.model.key, {})[rec.replica_id] = rec
+        for d in rec.devices:
+            dev = self.devices[d.device_id]
+            dev.used_mib += rec.model.memory_mib
+            dev.replicas.add(rec.replica_id)
+
+    def remove_replica(self, replica_id: str) -> ReplicaRecord | None:
+        """Forget a replica and free its memory; returns it (its queue is the caller's)."""
+        rec = self.replicas.pop(replica_id, None)
+        if rec is None:
+            return None
+        self.by_model.get(rec.model.key, {}).pop(replica_id, None)
+        self.backlogged.discard(replica_id)
+        for d in rec.devices:
+            dev = self.devices.get(d.device_id)
+            if dev is not None:
+                dev.used_mib -= rec.model.memory_mib
+                dev.replicas.discard(replica_id)
+        return rec
+
+    def serving(self, model_key: str) -> list[ReplicaRecord]:
+        """Replicas of the model that can take work (ready or loading), in insertion order."""
+        return [
+            r
+            for r in self.by_model.get(model_key, {}).values()
+            if r.state in (ReplicaState.READY, ReplicaState.LOADING)
+        ]
+
+    def device_busy(self, device_id: str) -> bool:
+        """True when any replica on the device has work queued or in flight."""
+        return any(
+            self.replicas[r].inflight is not None or self.replicas[r].queue
+            for r in self.devices[device_id].replicas
+        )

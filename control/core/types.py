@@ -1,0 +1,155 @@
+"""Value types of the orchestration half of the core: models, devices, requests, results.
+
+All are frozen dataclasses. Quantities are integers (MiB, tokens, microseconds); times are
+seconds on the driver's clock (``now``), passed in and never read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+
+#: Model tasks a workflow node can run.
+TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
+#: Tool steps the executor runs on the host (no model replica, no batching).
+TOOLS: tuple[str, ...] = ("vector_search", "router", "segment")
+#: Tokens per prefix-cache block (Mooncake trace convention: one hash per 512 tokens).
+BLOCK_TOKENS = 512
+#: Pools a device can belong to. Cold loads only ever land on the cold pool.
+POOLS: tuple[str, ...] = ("hot", "cold")
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+def _require(cond: bool, owner: str, name: str, value: object, rule: str) -> None:
+    if not cond:
+        raise ValueError(f"{owner}.{name}={value!r}: {rule}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A servable model version. ``key`` (``name:version``) identifies it everywhere."""
+
+    name: str
+    version: str
+    task: str
+    memory_mib: int
+    load_time_s: float = 2.0  # used only when the latency model has no load row
+    max_batch_size: int = 8
+    max_batch_tokens: int = 16384  # padded tokens: max prompt length in the batch x batch size
+    tp_degree: int = 1  # devices one replica spans (same interconnect group)
+
+    def __post_init__(self) -> None:
+        _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
+        _require(self.memory_mib > 0, "ModelSpec", "memory_mib", self.memory_mib, "must be > 0")
+        _require(
+            self.max_batch_size >= 1, "ModelSpec", "max_batch_size", self.max_batch_size, ">= 1"
+        )
+        _require(
+            self.max_batch_tokens >= 1,
+            "ModelSpec",
+            "max_batch_tokens",
+            self.max_batch_tokens,
+            ">= 1",
+        )
+        _require(self.tp_degree >= 1, "ModelSpec", "tp_degree", self.tp_degree, ">= 1")
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.version}"
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator (or CPU worker slot). ``accelerator`` keys the latency tables."""
+
+    device_id: str
+    node_id: str
+    kind: str  # "gpu" | "cpu"
+    accelerator: str  # device type for latency tables, e.g. "h100", "cpu"
+    memory_mib: int
+    interconnect_group: str = ""  # devices sharing NVLink (or one host's CPU slots)
+    pool: str = "hot"
+    status: str = "up"
+
+    def __post_init__(self) -> None:
+        _require(self.memory_mib > 0, "DeviceSpec", "memory_mib", self.memory_mib, "must be > 0")
+        _require(self.pool in POOLS, "DeviceSpec", "pool", self.pool, f"one of {POOLS}")
+
+
+class ReplicaState(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+    UNLOADED = "unloaded"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One workflow run asked for by a tenant. ``deadline`` is absolute driver-clock seconds."""
+
+    request_id: str
+    tenant_id: str
+    workflow: str
+    priority_class: str = "standard"
+    deadline: float | None = None
+    session_id: str | None = None
+    prompt_tokens: int = 0
+    max_output_tokens: int = 0
+    prefix_blocks: tuple[int, ...] = ()  # one hash per 512-token block of the prompt
+    idempotency_key: str | None = None
+    inputs: Mapping[str, object] = field(
+        default_factory=lambda: _EMPTY
+    )  # small metadata only, never payloads
+
+    def __post_init__(self) -> None:
+        _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")
+        _require(
+            self.max_output_tokens >= 0,
+            "Request",
+            "max_output_tokens",
+            self.max_output_tokens,
+            ">= 0",
+        )
+
+
+@dataclass(frozen=True)
+class InputRef:
+    """Where one input of a step lives: a field of an upstream output held on a device.
+
+    ``device_id``/``replica_id`` are None for request inputs and tool outputs (host memory).
+    ``chunk`` selects one chunk of a map node's output (or of a split source), else None.
+    """
+
+    run_id: str
+    node_id: str  # "input" for the request's own inputs
+    field: str
+    device_id: str | None
+    replica_id: str | None
+    chunk: int | None = None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What the executor reports for one item of a finished batch (small metadata only)."""
+
+    key: str
+    ok: bool = True
+    input_tokens: int = 0
+    output_tokens: int = 0
+    prefix_hit_blocks: int = 0
+    first_token: bool = False
+    route_label: str | None = None  # a router's chosen branch label
+    item_count: int | None = None  # a split source's number of items (feeds a map node)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Completion of one dispatched batch; ``device_us`` is the measured device time."""
+
+    batch_id: str
+    device_us: int
+    items: tuple[StepResult, ...]

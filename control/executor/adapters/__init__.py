@@ -1,0 +1,76 @@
+"""Model adapters and their registry: task name -> factory building the adapter on a device.
+
+A new task is a new module plus one registry entry; the worker never branches on task names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from control.executor import sources
+from control.executor.adapters.base import Adapter
+from control.executor.adapters.encoders import ClassifyAdapter, EmbedAdapter, RerankAdapter
+from control.executor.adapters.generate import GenerateAdapter
+from control.executor.adapters.tools import NoopAdapter, RouterAdapter, VectorSearchAdapter
+from control.executor.base import ExecutorError, ModelRef
+
+Factory = Callable[[ModelRef, torch.device, Path], Adapter]
+
+
+def _embed(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    return EmbedAdapter(sources.resolve(ref, cache_dir), device)
+
+
+def _rerank(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    # Only an operator's own folder can hold a trained cross-encoder head.
+    fresh = ref.source != "hf"
+    return RerankAdapter(sources.resolve(ref, cache_dir), device, fresh_head=fresh)
+
+
+def _classify(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    return ClassifyAdapter(sources.resolve(ref, cache_dir), device)
+
+
+def _generate(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    return GenerateAdapter(sources.resolve(ref, cache_dir), device, dict(ref.options))
+
+
+def _vector_search(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    embed_ref = ref.options.get("embed_model") or ModelRef("minilm", "embed", "minilm")
+    if not isinstance(embed_ref, ModelRef):
+        raise ExecutorError(
+            f"vector_search options['embed_model'] must be a ModelRef, got {embed_ref!r}"
+        )
+    embedder = EmbedAdapter(sources.resolve(embed_ref, cache_dir), device)
+    return VectorSearchAdapter(embedder, list(ref.options.get("documents", [])))
+
+
+def _router(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    return RouterAdapter(dict(ref.options))
+
+
+def _noop(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    return NoopAdapter(tick=bool(ref.options.get("tick", True)))
+
+
+ADAPTERS: dict[str, Factory] = {
+    "embed": _embed,
+    "rerank": _rerank,
+    "classify": _classify,
+    "generate": _generate,
+    "vector_search": _vector_search,
+    "router": _router,
+    "noop": _noop,
+}
+
+
+def build_adapter(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
+    """Load ``ref`` onto ``device``; raises ExecutorError for an unknown task."""
+    try:
+        factory = ADAPTERS[ref.task]
+    except KeyError:
+        raise ExecutorError(f"no adapter for task {ref.task!r}") from None
+    return factory(ref, device, cache_dir)

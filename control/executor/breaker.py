@@ -1,0 +1,63 @@
+"""Circuit breaker per replica: stop sending work after repeated failures, probe before reopening.
+
+Pure state machine (time is passed in as ``now`` seconds). The executor asks ``allow(now)``
+before dispatching a batch to the replica and reports each batch's outcome with
+``record(ok, now)``.
+
+closed --(failure_threshold consecutive failures)--> open --(cooldown_s elapsed)--> half_open
+half_open --(probe succeeds)--> closed;  half_open --(probe fails)--> open (cooldown restarts)
+In half_open exactly one batch (the probe) is let through until its outcome is recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BreakerConfig:
+    failure_threshold: int = 3  # consecutive failed batches that open the breaker
+    cooldown_s: float = 5.0  # how long an open breaker refuses work before one probe
+
+    def __post_init__(self) -> None:
+        if self.failure_threshold < 1:
+            raise ValueError(f"failure_threshold must be >= 1, got {self.failure_threshold}")
+        if self.cooldown_s <= 0:
+            raise ValueError(f"cooldown_s must be > 0, got {self.cooldown_s}")
+
+
+class CircuitBreaker:
+    def __init__(self, config: BreakerConfig = BreakerConfig()) -> None:
+        self.config = config
+        self.state = "closed"
+        self.failures = 0
+        self.opened_at = 0.0
+        self.probe_in_flight = False
+
+    def allow(self, now: float) -> tuple[bool, str]:
+        """Whether a batch may go now, and why. May move open -> half_open (takes the probe)."""
+        if self.state == "closed":
+            return True, "closed"
+        if self.state == "open":
+            if now - self.opened_at < self.config.cooldown_s:
+                wait = self.config.cooldown_s - (now - self.opened_at)
+                return False, f"circuit open after {self.failures} failures; probe in {wait:.1f}s"
+            self.state = "half_open"
+        if self.probe_in_flight:
+            return False, "circuit half-open: waiting for the probe batch"
+        self.probe_in_flight = True
+        return True, "circuit half-open: this batch is the probe"
+
+    def record(self, ok: bool, now: float) -> str | None:
+        """Record a batch outcome; returns the new state when it changed, else None."""
+        before = self.state
+        self.probe_in_flight = False
+        if ok:
+            self.failures = 0
+            self.state = "closed"
+        else:
+            self.failures += 1
+            if self.state == "half_open" or self.failures >= self.config.failure_threshold:
+                self.state = "open"
+                self.opened_at = now
+        return self.state if self.state != before else None

@@ -1,0 +1,69 @@
+"""Configuration and bookkeeping records of :class:`~control.executor.local.LocalExecutor`."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from control.executor import sources
+from control.executor.base import Batch, ModelRef
+from control.executor.breaker import BreakerConfig
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    heartbeat_s: float = field(
+        default=0.5, metadata={"help": "worker heartbeat interval; down after two missed"}
+    )
+    cache_dir: str = field(default="var/models", metadata={"help": "converted and tiny models"})
+    torch_threads: int = field(default=1, metadata={"help": "torch threads per worker"})
+    cpu_slots: int | None = field(
+        default=None, metadata={"help": "CPU workers; default one per core"}
+    )
+    memory_budget_mib: int | None = field(
+        default=None, metadata={"help": "per-device budget override"}
+    )
+    use_cuda: bool = field(default=True, metadata={"help": "use CUDA devices when present"})
+    breaker: BreakerConfig = field(
+        default=BreakerConfig(), metadata={"help": "per-replica breaker"}
+    )
+    idempotency_capacity: int = field(
+        default=100_000, metadata={"help": "completed keys remembered"}
+    )
+    startup_grace_s: float = field(
+        default=120.0, metadata={"help": "time to a worker's first heartbeat"}
+    )
+    poll_queue: bool = field(
+        default=True, metadata={"help": "keep a queue for poll(); off if only events() is used"}
+    )
+
+
+@dataclass
+class _PendingLoad:
+    future: concurrent.futures.Future
+    replica_id: str
+    device_id: str
+    ref: ModelRef
+    evicted: tuple[str, ...]
+
+
+@dataclass
+class _ParkedBatch:
+    """A batch waiting for inputs to arrive from other workers."""
+
+    device_id: str
+    batch: Batch
+    waiting: set[str]
+    moved: dict[tuple[str, str, str], object] = field(default_factory=dict)
+
+
+def estimate_mib(ref: ModelRef, cache_dir: Path) -> int:
+    """Planned MiB of a model from the weights already on disk (0 when not there yet)."""
+    if ref.source in ("minilm", "hf"):
+        return sources.estimate_mib(sources.resolve(ref, cache_dir))
+    if ref.source == "smollm2":
+        return sources.estimate_mib(cache_dir / "smollm2-135m-instruct")
+    if ref.source == "tiny":
+        return sources.estimate_mib(cache_dir / "tiny" / (ref.path or "gpt2"))
+    return 0

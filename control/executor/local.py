@@ -1,0 +1,297 @@
+"""LocalExecutor: the :class:`~control.executor.base.Executor` of one machine, one worker
+process per device (see :mod:`worker`), managed from the driver's process.
+
+Public methods are called from the driver's event loop and never block on a worker: they update
+state and write to a pipe under one lock. A pump thread reads every worker pipe, turns messages
+into events, resolves futures and watches health (dead or silent workers are killed, their
+in-flight items reported failed-retriable, and the worker restarted). Events reach the driver
+through :meth:`events` (asyncio) or :meth:`poll` (synchronous callers).
+
+Exactly-once reporting: every submitted idempotency key gets one completion. A key already
+completed (ok, or failed for good) is answered from the store with ``replayed=True`` and never
+runs again; a key already in flight is not run a second time. Retriable failures are not stored,
+so the core's retry under the same key does run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from control.executor.base import (
+    BreakerChanged,
+    DeviceInfo,
+    ExecutorError,
+    ExecutorEvent,
+    ItemResult,
+    LoadReport,
+    ModelRef,
+    ReplicaEvicted,
+    TokenDelta,
+    WorkerStatus,
+)
+from control.executor.breaker import CircuitBreaker
+from control.executor.config import ExecutorConfig, _ParkedBatch, _PendingLoad, estimate_mib
+from control.executor.devices import discover_devices
+from control.executor.lru import ReplicaTable
+from control.executor.pump import PumpMixin
+from control.executor.supervisor import WorkerHandle
+from control.executor.worker import WorkerConfig
+from control.runtime import clock
+
+log = logging.getLogger(__name__)
+
+
+class LocalExecutor(PumpMixin):
+    def __init__(
+        self, config: ExecutorConfig = ExecutorConfig(), devices: list[DeviceInfo] | None = None
+    ):
+        self.config = config
+        self._devices = devices
+        self._lock = threading.RLock()
+        self._ids = itertools.count()
+        self._workers: dict[str, WorkerHandle] = {}
+        self._replicas: dict[str, tuple[str, ModelRef]] = {}
+        self._table = ReplicaTable()
+        self._loads: dict[str, _PendingLoad] = {}
+        self._unloads: dict[str, tuple[str, concurrent.futures.Future]] = {}
+        self._requests: dict[str, tuple[str, concurrent.futures.Future | str]] = {}
+        self._parked: dict[str, _ParkedBatch] = {}
+        self._done: OrderedDict[str, ItemResult] = OrderedDict()
+        self._inflight_keys: dict[str, str] = {}
+        self._output_at: dict[tuple[str, str], str] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._listeners: list[Callable[[ExecutorEvent], None]] = []
+        self._poll: queue.Queue | None = queue.Queue() if config.poll_queue else None
+        self._stopping = threading.Event()
+        self._pump: threading.Thread | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Discover devices (unless given), spawn one worker per device, start the pump."""
+        if self._devices is None:
+            c = self.config
+            self._devices = discover_devices(c.cpu_slots, c.memory_budget_mib, c.use_cuda)
+        wc = WorkerConfig(self.config.heartbeat_s, self.config.cache_dir, self.config.torch_threads)
+        now = clock.monotonic()
+        with self._lock:
+            for dev in self._devices:
+                handle = WorkerHandle(dev, wc)
+                handle.start(now)
+                self._workers[dev.device_id] = handle
+        self._pump = threading.Thread(target=self._pump_loop, name="executor-pump", daemon=True)
+        self._pump.start()
+
+    def stop(self) -> None:
+        """Stop every worker and the pump; pending futures resolve as failed."""
+        self._stopping.set()
+        if self._pump is not None:
+            self._pump.join(timeout=5)
+        with self._lock:
+            for handle in self._workers.values():
+                handle.stop()
+            for pending in self._loads.values():
+                pending.future.set_result(
+                    LoadReport(pending.replica_id, pending.device_id, False, "executor stopped")
+                )
+            self._loads.clear()
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(self._devices or [])
+
+    def wait_ready(self, timeout_s: float = 120.0) -> bool:
+        """Block until every worker sent its first heartbeat (for tests and the CLI)."""
+        deadline = clock.monotonic() + timeout_s
+        while clock.monotonic() < deadline:
+            with self._lock:
+                if all(h.up for h in self._workers.values()):
+                    return True
+            self._stopping.wait(0.05)
+        return False
+
+    def worker_pid(self, device_id: str) -> int | None:
+        return self._worker(device_id).pid
+
+    def heartbeat(self) -> list[WorkerStatus]:
+        now = clock.monotonic()
+        with self._lock:
+            return [h.status(now) for h in self._workers.values()]
+
+    def breaker_state(self, replica_id: str) -> str:
+        with self._lock:
+            return self._breaker(replica_id).state
+
+    # ---- events -------------------------------------------------------------------------------
+
+    def poll(self, timeout: float) -> ExecutorEvent | None:
+        if self._poll is None:
+            raise ExecutorError("poll() needs ExecutorConfig.poll_queue=True")
+        try:
+            return self._poll.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    async def events(self) -> AsyncIterator[ExecutorEvent]:
+        """Every event from now on, in order, delivered on the caller's event loop."""
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[ExecutorEvent] = asyncio.Queue()
+
+        def listener(event: ExecutorEvent) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, event)
+
+        with self._lock:
+            self._listeners.append(listener)
+        try:
+            while True:
+                yield await inbox.get()
+        finally:
+            with self._lock:
+                self._listeners.remove(listener)
+
+    def _emit(self, event: ExecutorEvent) -> None:
+        if self._poll is not None:
+            self._poll.put(event)
+        for listener in list(self._listeners):
+            listener(event)
+
+    # ---- loading ------------------------------------------------------------------------------
+
+    def load(
+        self, replica_id: str, model_ref: ModelRef, device_id: str
+    ) -> concurrent.futures.Future:
+        """Load a replica on a device, evicting LRU idle replicas if its memory needs room.
+
+        Returns a future of a LoadReport (ok=False with a reason when it does not fit or fails).
+        """
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        handle = self._worker(device_id)
+        need = model_ref.expected_mib or estimate_mib(model_ref, Path(self.config.cache_dir))
+        with self._lock:
+            if replica_id in self._replicas or replica_id in {
+                p.replica_id for p in self._loads.values()
+            }:
+                raise ExecutorError(f"replica_id {replica_id!r} is already loaded or loading")
+            plan = self._table.plan(device_id, need, handle.device.memory_budget_mib)
+            if not plan.fits:
+                future.set_result(LoadReport(replica_id, device_id, False, plan.reason))
+                return future
+            for victim in plan.evict:
+                self._evict(victim, f"LRU: making room for {replica_id} ({need} MiB)")
+            load_id = f"load-{next(self._ids)}"
+            self._loads[load_id] = _PendingLoad(
+                future, replica_id, device_id, model_ref, plan.evict
+            )
+            # Reserve the memory now (in flight, so never evicted while it loads).
+            self._table.add(replica_id, device_id, need, clock.monotonic())
+            self._table.touch(replica_id, clock.monotonic(), +1)
+            self._send(handle, ("load", load_id, replica_id, model_ref))
+        return future
+
+    def unload(self, replica_id: str) -> concurrent.futures.Future:
+        """Unload a replica; the future gives the MiB its worker freed."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if replica_id not in self._replicas:
+                raise ExecutorError(f"replica_id {replica_id!r} is not loaded")
+            device_id, _ = self._replicas.pop(replica_id)
+            self._table.remove(replica_id)
+            self._unloads[replica_id] = (device_id, future)
+            self._send(self._workers[device_id], ("unload", replica_id))
+        return future
+
+    def _evict(self, replica_id: str, reason: str) -> None:
+        device_id, _ = self._replicas.pop(replica_id)
+        entry = self._table.remove(replica_id)
+        self._send(self._workers[device_id], ("unload", replica_id))
+        freed = entry.memory_mib if entry else 0
+        self._emit(ReplicaEvicted(replica_id, device_id, freed, reason))
+
+    def _on_loaded(
+        self, handle: WorkerHandle, load_id: str, replica_id: str, load_ms: float, mib: int
+    ) -> None:
+        pending = self._loads.pop(load_id, None)
+        if pending is None:
+            return
+        now = clock.monotonic()
+        self._table.remove(replica_id)
+        # Account what the caller planned for when that is more (KV cache, activations).
+        self._table.add(replica_id, pending.device_id, max(mib, pending.ref.expected_mib or 0), now)
+        self._replicas[replica_id] = (pending.device_id, pending.ref)
+        evicted = list(pending.evicted)
+        # The estimate may have been low: if the real size overflows the budget, evict more.
+        if self._table.used_mib(pending.device_id) > handle.device.memory_budget_mib:
+            plan = self._table.plan(
+                pending.device_id, 0, handle.device.memory_budget_mib, keep=frozenset({replica_id})
+            )
+            for victim in plan.evict:
+                self._evict(victim, f"LRU: {replica_id} took {mib} MiB, more than planned")
+                evicted.append(victim)
+        report = LoadReport(
+            replica_id, pending.device_id, True, "loaded", load_ms, mib, tuple(evicted)
+        )
+        pending.future.set_result(report)
+
+    def _on_load_failed(
+        self, handle: WorkerHandle, load_id: str, replica_id: str, error: str
+    ) -> None:
+        pending = self._loads.pop(load_id, None)
+        self._table.remove(replica_id)
+        if pending is not None:
+            pending.future.set_result(LoadReport(replica_id, pending.device_id, False, error))
+
+    def _on_unloaded(self, handle: WorkerHandle, replica_id: str, freed: int) -> None:
+        _, future = self._unloads.pop(replica_id, (None, None))
+        if future is not None:
+            future.set_result(freed)
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _worker(self, device_id: str) -> WorkerHandle:
+        try:
+            return self._workers[device_id]
+        except KeyError:
+            raise ExecutorError(
+                f"device_id {device_id!r} is not one of {sorted(self._workers)}"
+            ) from None
+
+    def _breaker(self, replica_id: str) -> CircuitBreaker:
+        if replica_id not in self._breakers:
+            self._breakers[replica_id] = CircuitBreaker(self.config.breaker)
+        return self._breakers[replica_id]
+
+    def _send(self, handle: WorkerHandle, msg: tuple) -> bool:
+        if handle.conn is None:
+            return False
+        try:
+            handle.conn.send(msg)
+            return True
+        except (OSError, EOFError, BrokenPipeError):
+            return False
+
+    def _record_breaker(self, replica_id: str, ok: bool) -> None:
+        changed = self._breaker(replica_id).record(ok, clock.monotonic())
+        if changed is not None:
+            reason = "probe succeeded" if changed == "closed" else "repeated batch failures"
+            self._emit(BreakerChanged(replica_id, changed, reason))
+
+    def _on_delta(self, handle: WorkerHandle, key: str, step, index: int, text: str) -> None:
+        self._emit(TokenDelta(key, step, index, text))
+
+    def _on_heartbeat(
+        self, handle: WorkerHandle, pid: int, busy: bool, replicas, used: int
+    ) -> None:
+        from control.executor.base import WorkerUp
+
+        if handle.on_heartbeat(clock.monotonic(), pid, busy, replicas, used):
+            self._emit(WorkerUp(handle.device.device_id, pid, handle.restarts))
+
+
+__all__ = ["ExecutorConfig", "LocalExecutor", "_ParkedBatch"]

@@ -1,0 +1,108 @@
+"""Worker processes as the executor's parent sees them: start, watch, kill, restart.
+
+A :class:`WorkerHandle` is owned by :class:`control.executor.local.LocalExecutor` and touched
+only under its lock. Health is judged from two facts: the process is alive, and its last
+heartbeat is younger than two heartbeat intervals (a worker still starting gets
+``startup_grace_s`` to send its first one, because spawning and importing torch takes seconds).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from dataclasses import dataclass, field
+from typing import Any
+
+from control.executor.base import Batch, DeviceInfo, WorkerStatus
+from control.executor.worker import WorkerConfig, worker_main
+
+_CTX = mp.get_context("spawn")
+
+
+@dataclass
+class WorkerHandle:
+    device: DeviceInfo
+    config: WorkerConfig
+    process: Any = None
+    conn: Any = None
+    pid: int | None = None
+    up: bool = False  # True once its first heartbeat arrived
+    started_at: float = 0.0
+    last_hb: float = 0.0
+    restarts: int = -1  # the first start makes it 0
+    busy: bool = False
+    replicas: tuple[str, ...] = ()
+    used_mib: int = 0
+    inflight: dict[str, Batch] = field(default_factory=dict)
+
+    def start(self, now: float) -> None:
+        """Spawn a fresh worker process for this device (the old one must be gone)."""
+        parent, child = _CTX.Pipe(duplex=True)
+        proc = _CTX.Process(
+            target=worker_main,
+            args=(self.device, child, self.config),
+            name=f"legato-worker-{self.device.device_id}",
+            daemon=True,
+        )
+        proc.start()
+        child.close()
+        self.process, self.conn, self.pid = proc, parent, proc.pid
+        self.up, self.started_at, self.last_hb = False, now, now
+        self.restarts += 1
+        self.busy, self.replicas, self.used_mib = False, (), 0
+        self.inflight = {}
+
+    def on_heartbeat(self, now: float, pid: int, busy: bool, replicas, used_mib: int) -> bool:
+        """Record a heartbeat; returns True when it is the first one (the worker is up)."""
+        first = not self.up
+        self.up, self.last_hb, self.pid = True, now, pid
+        self.busy, self.replicas, self.used_mib = busy, tuple(replicas), used_mib
+        return first
+
+    def health(self, now: float, startup_grace_s: float) -> str | None:
+        """None when healthy, else why the worker counts as down."""
+        if self.process is None:
+            return None
+        if not self.process.is_alive():
+            return f"process exited with code {self.process.exitcode}"
+        if not self.up:
+            if now - self.started_at > startup_grace_s:
+                return f"no first heartbeat within {startup_grace_s:.0f}s of starting"
+            return None
+        silent = now - self.last_hb
+        if silent > 2 * self.config.heartbeat_s:
+            return f"no heartbeat for {silent:.2f}s (two intervals are {2 * self.config.heartbeat_s:.2f}s): hung"
+        return None
+
+    def kill(self) -> None:
+        """End the process (hung or dead) and close the pipe; safe to call twice."""
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+        if self.process is not None:
+            self.process.join(timeout=5)
+        if self.conn is not None:
+            self.conn.close()
+        self.process, self.conn, self.up = None, None, False
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Ask the worker to stop, then make sure it did."""
+        if self.conn is not None:
+            try:
+                self.conn.send(("stop",))
+            except (OSError, EOFError):
+                pass
+        if self.process is not None:
+            self.process.join(timeout=timeout_s)
+        self.kill()
+
+    def status(self, now: float) -> WorkerStatus:
+        alive = self.process is not None and self.process.is_alive()
+        return WorkerStatus(
+            device_id=self.device.device_id,
+            pid=self.pid,
+            alive=alive and self.up,
+            last_heartbeat_age_s=max(0.0, now - self.last_hb),
+            restarts=max(0, self.restarts),
+            busy=self.busy,
+            replicas=self.replicas,
+            used_mib=self.used_mib,
+        )

@@ -1,0 +1,233 @@
+"""ControlCore end to end: loads, preloads, tenancy calls, rejections, preemption, timeouts."""
+
+from __future__ import annotations
+
+import pytest
+
+from control.core.actions import (
+    Dispatch,
+    LoadModel,
+    MoveStep,
+    Preempt,
+    Reject,
+    RunFinished,
+    StepRetried,
+)
+from control.core.context import CoreConfig
+from control.core.dag.spec import dag_from_dict
+from control.core.errors import (
+    DuplicateRequestError,
+    InvalidWorkflowError,
+    UnknownBatchError,
+    UnknownWorkflowError,
+)
+from control.core.events import DeviceDown, ReplicaLoaded, TenancyConfigChanged, WorkflowRegistered
+from control.core.routing.predicted_completion import PredictedCompletionConfig
+from control.core.tenancy.base import HeadroomSpec, ReclaimOrder, TenancyConfig
+from control.core.types import BatchResult, Request, StepResult
+from tests.core.fakes import FcfsTenancy
+from tests.support.builders import EMBED, LLM, RAG, devices, latency, make_core, single
+from tests.support.replay import Arrival, ReplayDriver, SimExecutor
+
+DEVS = devices(4, 2)
+TYPES = {d.device_id: d.accelerator for d in DEVS}
+
+
+def req(i: int | str, wf: str = "only-minilm", **kw) -> Request:  # noqa: ANN003
+    return Request(f"q{i}", kw.pop("tenant", "t1"), wf, prompt_tokens=kw.pop("tokens", 64), **kw)
+
+
+def test_missing_model_is_loaded_on_the_cold_pool_and_work_waits() -> None:
+    ten = FcfsTenancy()
+    core = make_core(ten, devs=DEVS, workflows=[single(EMBED)])
+    core.submit(req(1), 0.0)
+    plan = core.step(0.0)
+    (load,) = plan.of_type(LoadModel)
+    assert load.pool == "cold" and not load.speculative and load.device_ids[0] in {"d004", "d005"}
+    assert not plan.of_type(Dispatch) and not plan.of_type(RunFinished)
+    (queued,) = core.snapshot().queues[load.replica_id]
+    assert "to load on" in queued.why and "fcfs: q1 has no tenancy limits" in queued.why
+    core.ingest(ReplicaLoaded(load.replica_id), 0.4)
+    (d,) = core.step(0.4).of_type(Dispatch)  # waited past max delay: goes at once
+    assert d.replica_id == load.replica_id and d.items[0].key == "q1/n/1"
+
+
+def test_speculative_preload_for_later_nodes_and_hit_rate() -> None:
+    core = make_core(FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[RAG])
+    arrivals = [
+        Arrival(0.0, req(1, "rag", max_output_tokens=4)),
+        Arrival(0.001, req(2, "rag", max_output_tokens=4)),
+    ]
+    log = ReplayDriver(core, SimExecutor(latency(), TYPES)).run(arrivals)
+    loads = [a for t, a in log if isinstance(a, LoadModel)]
+    assert sorted(a.model_key for a in loads) == ["rerank:1", "smollm2:1"]
+    assert all(a.speculative and a.pool == "cold" and "will need" in a.reason for a in loads)
+    assert {t for t, a in log if isinstance(a, LoadModel)} == {0.0}
+    finished = [a for _, a in log if isinstance(a, RunFinished)]
+    assert [f.status for f in finished] == ["succeeded", "succeeded"]
+    snap = core.snapshot()
+    assert (snap.preload.issued, snap.preload.hits, snap.preload.hit_rate_milli) == (2, 2, 1000)
+
+
+def test_tenancy_is_called_at_the_contract_points() -> None:
+    ten = FcfsTenancy()
+    core = make_core(ten, devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)])
+    ReplayDriver(core, SimExecutor(latency(), TYPES)).run([Arrival(0.0, req(1))])
+    names = [c[0] for c in ten.calls]
+    assert names == ["admit", "on_enqueue", "release"]
+    assert ten.charged["t1"] > 0 and ten.queued == {"q1/n/1"}  # dispatched, never dequeued
+
+
+def test_rejection_carries_reason_and_is_not_released() -> None:
+    ten = FcfsTenancy(refuse={"q1"})
+    core = make_core(ten, devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)])
+    core.submit(req(1), 0.0)
+    (rej,) = core.step(0.0).of_type(Reject)
+    assert rej.reason == "test refuses q1" and rej.retry_after_s == 1.5
+    assert ten.released == []
+
+
+def test_reclaim_preempts_a_queued_run_once() -> None:
+    ten = FcfsTenancy()
+    core = make_core(ten, devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)])
+    core.submit(req(1), 0.0)
+    core.step(0.0)
+    ten.pending_reclaims = [ReclaimOrder("q1", "owner t2 reclaims its quota")]
+    plan = core.step(0.001)
+    (pre,) = plan.of_type(Preempt)
+    (fin,) = plan.of_type(RunFinished)
+    assert pre.reason == "owner t2 reclaims its quota" and pre.cancel_keys == ()
+    assert fin.status == "preempted" and ("on_dequeue", "q1/n/1") in ten.calls
+    ten.pending_reclaims = [ReclaimOrder("q1", "again")]
+    assert not core.step(0.002).actions
+    assert core.next_wakeup(0.002) is None
+
+
+def test_timeout_retries_with_same_idempotency_key_and_ignores_late_result() -> None:
+    wf = single(LLM)
+    wf["nodes"][0].update(timeout_s=0.5, retries=1)
+    core = make_core(
+        FcfsTenancy(),
+        devs=DEVS,
+        replicas=[("smollm2:1", "d000"), ("smollm2:1", "d001")],
+        workflows=[wf],
+    )
+    core.submit(req(1, "only-smollm2", max_output_tokens=4), 0.0)
+    core.step(0.0)
+    (d,) = core.step(0.005).of_type(Dispatch)
+    assert core.next_wakeup(0.005) == pytest.approx(0.505)
+    plan = core.step(0.505)
+    (retry,) = plan.of_type(StepRetried)
+    assert retry.failed_key == "q1/n/1" and retry.new_key == "q1/n/2"
+    assert retry.idempotency_key == d.items[0].idempotency_key
+    core.complete(BatchResult(d.batch_id, 600_000, (StepResult("q1/n/1"),)), 0.6)
+    assert not core.step(0.6).of_type(RunFinished)  # late result of the timed-out attempt
+
+
+def test_device_down_retries_in_flight_work_elsewhere() -> None:
+    wf = single(EMBED)
+    wf["nodes"][0]["retries"] = 1
+    core = make_core(FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[wf])
+    core.submit(req(1), 0.0)
+    core.step(0.0)
+    (d,) = core.step(0.005).of_type(Dispatch)
+    core.ingest(DeviceDown("d000", "xid 79"), 0.006)
+    plan = core.step(0.006)
+    assert plan.of_type(StepRetried) and plan.of_type(LoadModel)[0].pool == "cold"
+    core.complete(BatchResult(d.batch_id, 1, (StepResult("q1/n/1"),)), 0.007)  # late: ignored
+    with pytest.raises(UnknownBatchError, match="'nope'"):
+        core.complete(BatchResult("nope", 1, ()), 0.007)
+
+
+def test_tool_steps_run_on_the_host_and_headroom_is_checked() -> None:
+    ten = FcfsTenancy(deny_devices={"d000"})
+    core = make_core(ten, devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[RAG])
+    core.ingest(
+        TenancyConfigChanged(
+            TenancyConfig(
+                headroom=(
+                    HeadroomSpec("h", frozenset({"d000"}), 150, frozenset({"critical"}), False),
+                )
+            )
+        ),
+        0.0,
+    )
+    core.submit(req(1, "rag"), 0.0)
+    core.step(0.0)
+    assert not core.step(0.01).of_type(Dispatch)  # refused by headroom on the reserved device
+    assert ("headroom_check", "d000") in ten.calls
+    ten.deny_devices.clear()
+    core.ingest(ReplicaLoaded("extra", "minilm:1", ("d001",)), 0.02)
+    (d,) = core.step(0.02).of_type(Dispatch)
+    res = BatchResult(d.batch_id, 1000, (StepResult(d.items[0].key),))
+    core.complete(res, 0.03)
+    (tool,) = core.step(0.03).of_type(Dispatch)
+    assert tool.tool == "vector_search" and tool.replica_id is None
+    assert tool.items[0].inputs[0].refs[0].device_id == d.device_ids[0]
+
+
+@pytest.mark.parametrize(("guard", "stays"), [(10**6, True), (0, False)])
+def test_session_stays_on_its_replica_until_the_balance_guard(guard: int, stays: bool) -> None:
+    cfg = CoreConfig(routing_config=PredictedCompletionConfig(balance_guard_us=guard))
+    core = make_core(
+        FcfsTenancy(),
+        devs=DEVS,
+        replicas=[("smollm2:1", "d000"), ("smollm2:1", "d001")],
+        workflows=[single(LLM)],
+        config=cfg,
+    )
+    blocks = (11, 12, 13)
+    core.submit(req("a", "only-smollm2", session_id="s", prefix_blocks=blocks, tokens=1600), 0.0)
+    core.step(0.0)
+    core.submit(
+        req("b", "only-smollm2", session_id="s", prefix_blocks=blocks + (14,), tokens=2100), 0.001
+    )
+    core.step(0.001)
+    queues = core.snapshot().queues
+    assert [v.key for v in queues["r0"]][0] == "qa/n/1"
+    assert ("qb/n/1" in [v.key for v in queues["r0"]]) is stays
+    if not stays:
+        assert [v.key for v in queues["r1"]] == ["qb/n/1"]
+
+
+def test_idle_replica_steals_backlog_of_its_model() -> None:
+    core = make_core(
+        FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)]
+    )
+    for i in range(20):
+        core.submit(req(i), 0.0)
+    core.step(0.0)  # 8 dispatched, 12 queued on r0
+    core.ingest(ReplicaLoaded("late", "minilm:1", ("d001",)), 0.001)
+    plan = core.step(0.001)
+    moves = plan.of_type(MoveStep)
+    assert moves and all(m.from_replica == "r0" and m.to_replica == "late" for m in moves)
+    assert "saves" in moves[0].reason and len(moves) <= EMBED.max_batch_size
+    assert any(d.replica_id == "late" for d in plan.of_type(Dispatch))
+
+
+def test_misuse_raises_naming_the_value() -> None:
+    core = make_core(FcfsTenancy(), devs=DEVS, workflows=[single(EMBED)])
+    with pytest.raises(UnknownWorkflowError, match="'nope'"):
+        core.submit(req(1, "nope"), 0.0)
+    core.submit(req(1), 0.0)
+    with pytest.raises(DuplicateRequestError, match="'q1'"):
+        core.submit(req(1), 0.0)
+    bad = dict(RAG, nodes=[dict(n) for n in RAG["nodes"]])
+    bad["nodes"][0]["model"] = "ghost:1"
+    with pytest.raises(InvalidWorkflowError, match="ghost"):
+        core.ingest(WorkflowRegistered(dag_from_dict(bad)), 0.0)
+
+
+def test_snapshot_is_immutable() -> None:
+    core = make_core(
+        FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)]
+    )
+    core.submit(req(1), 0.0)
+    core.step(0.0)
+    snap = core.snapshot()
+    with pytest.raises(AttributeError):
+        snap.now = 3.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        snap.counters["x"] = 1  # type: ignore[index]
+    core.step(core.next_wakeup(0.0) or 1.0)
+    assert len(snap.queues["r0"]) == 1 and snap.batches == ()

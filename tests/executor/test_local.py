@@ -1,0 +1,196 @@
+"""The multi-process executor: real worker processes on CPU slots with tiny models."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from control.executor.base import (
+    Batch,
+    BatchItem,
+    GenParams,
+    InputRef,
+    ModelRef,
+    ReplicaEvicted,
+    StepKey,
+    TokenDelta,
+    WorkerDown,
+    WorkerUp,
+)
+from control.executor.breaker import BreakerConfig
+from control.runtime import clock
+from tests.executor.conftest import all_done, completions, make_executor, wait_for
+
+GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")
+BERT = ModelRef("tiny-bert", "embed", "tiny", "bert")
+NOOP = ModelRef("noop", "noop", "tool")
+
+
+@pytest.fixture(scope="module")
+def ex(model_cache):
+    executor = make_executor(
+        model_cache, memory_budget_mib=64, breaker=BreakerConfig(failure_threshold=2, cooldown_s=60)
+    )
+    yield executor
+    executor.stop()
+
+
+def load(ex, replica, ref, device):
+    report = ex.load(replica, ref, device).result(timeout=60)
+    assert report.ok, report.reason
+    return report
+
+
+def wait_for_busy(ex, device_id: str, timeout: float = 10.0) -> None:
+    deadline = clock.monotonic() + timeout
+    while clock.monotonic() < deadline:
+        if any(s.busy for s in ex.heartbeat() if s.device_id == device_id):
+            return
+        ex._stopping.wait(0.02)
+    raise AssertionError(f"{device_id} never reported busy")
+
+
+def one(key, node, inputs, run="run1", **params):
+    return BatchItem(StepKey(run, node), key, inputs, GenParams(**params))
+
+
+def test_devices_are_pinned_cpu_slots_with_heartbeats(ex):
+    devices = ex.devices()
+    assert [d.device_id for d in devices] == ["cpu:0", "cpu:1"]
+    assert {d.cpu_core for d in devices} <= set(os.sched_getaffinity(0))
+    status = {s.device_id: s for s in ex.heartbeat()}
+    assert all(s.alive and s.last_heartbeat_age_s < 1.0 for s in status.values())
+    assert os.sched_getaffinity(ex.worker_pid("cpu:1")) == {devices[1].cpu_core}
+
+
+def test_pipeline_across_devices_moves_outputs_worker_to_worker(ex):
+    load(ex, "embed-a", BERT, "cpu:0")
+    docs = ["cats purr softly", "dogs bark loudly", "markets fell"]
+    opts = {"documents": docs, "embed_model": BERT}
+    load(ex, "search-b", ModelRef("vs", "vector_search", "tool", options=opts), "cpu:1")
+    ex.submit(Batch("b1", "embed-a", (one("p-e", "embed", {"text": "cats purr softly"}),)))
+    wait_for(ex, all_done(["p-e"]))
+    ref = {"query_vector": InputRef("run1", "embed", "vector")}
+    ex.submit(Batch("b2", "search-b", (one("p-s", "search", ref, top_k=3),)))
+    result = completions(wait_for(ex, all_done(["p-s"])))["p-s"]
+    assert result.ok and result.device_id == "cpu:1" and result.item_count == 3
+    output = ex.fetch_output("run1", "search").result(timeout=10)
+    assert output["documents"][0] == docs[0]  # identical text: cosine 1 with itself
+    assert output["scores"][0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_generate_streams_and_duplicate_key_is_not_run_twice(ex):
+    load(ex, "gen-a", GPT2, "cpu:0")
+    item = one(
+        "g-1", "gen", {"prompt": "the quick brown fox"}, max_tokens=6, temperature=0.8, stream=True
+    )
+    ex.submit(Batch("g1", "gen-a", (item,)))
+    events = wait_for(ex, all_done(["g-1"]))
+    first = completions(events)["g-1"]
+    deltas = [e for e in events if isinstance(e, TokenDelta) and e.idempotency_key == "g-1"]
+    text = ex.fetch_output("run1", "gen").result(timeout=10)["text"]
+    assert first.ok and first.output_tokens == 6 and first.input_tokens > 0
+    assert "".join(d.text for d in deltas) == text
+    ex.submit(Batch("g2", "gen-a", (item,)))
+    again_events = wait_for(ex, all_done(["g-1"]))
+    again = completions(again_events)["g-1"]
+    assert again.replayed and again.device_ms == first.device_ms
+    assert not any(isinstance(e, TokenDelta) for e in again_events)  # the model did not run
+
+
+def test_eviction_and_reload_under_memory_pressure(ex):
+    big_a = ModelRef("big-a", "embed", "tiny", "bert", expected_mib=40)
+    big_b = ModelRef("big-b", "embed", "tiny", "bert", expected_mib=40)
+    load(ex, "big-a", big_a, "cpu:1")
+    report = load(ex, "big-b", big_b, "cpu:1")
+    assert "big-a" in report.evicted
+    events = wait_for(
+        ex,
+        lambda seen: any(isinstance(e, ReplicaEvicted) and e.replica_id == "big-a" for e in seen),
+        5,
+    )
+    evicted = next(e for e in events if isinstance(e, ReplicaEvicted) and e.replica_id == "big-a")
+    assert "LRU" in evicted.reason and evicted.freed_mib == 40
+    ex.submit(Batch("ev1", "big-a", (one("ev-1", "e1", {"text": "x"}),)))
+    gone = completions(wait_for(ex, all_done(["ev-1"])))["ev-1"]
+    assert not gone.ok and gone.retriable and "not loaded" in gone.error
+    again = load(ex, "big-a", big_a, "cpu:1")
+    assert "big-b" in again.evicted
+    ex.submit(Batch("ev2", "big-a", (one("ev-2", "e2", {"text": "x"}),)))
+    assert completions(wait_for(ex, all_done(["ev-2"])))["ev-2"].ok
+    too_big = ex.load(
+        "huge", ModelRef("huge", "embed", "tiny", "bert", expected_mib=500), "cpu:1"
+    ).result(10)
+    assert not too_big.ok and "does not fit" in too_big.reason
+
+
+def test_killed_worker_mid_batch_loses_nothing_and_restarts(ex):
+    load(ex, "noop-k", NOOP, "cpu:1")
+    items = tuple(one(f"k-{i}", f"n{i}", {"x": i}, run="run-k", busy_ms=3000) for i in range(3))
+    pid = ex.worker_pid("cpu:1")
+    ex.submit(Batch("kill", "noop-k", items))
+    wait_for_busy(ex, "cpu:1")
+    os.kill(pid, signal.SIGKILL)
+    events = wait_for(ex, lambda seen: any(isinstance(e, WorkerUp) for e in seen), 90)
+    results = completions(events)
+    assert set(results) == {"k-0", "k-1", "k-2"}
+    assert all(not r.ok and r.retriable for r in results.values())
+    down = next(e for e in events if isinstance(e, WorkerDown))
+    assert set(down.failed_items) == set(results) and "noop-k" in down.lost_replicas
+    assert ex.worker_pid("cpu:1") != pid
+    load(ex, "noop-k2", NOOP, "cpu:1")  # the restarted worker serves; same keys run once now
+    ex.submit(
+        Batch(
+            "retry",
+            "noop-k2",
+            tuple(one(i.idempotency_key, i.step.node_id, {"x": 1}, run="run-k") for i in items),
+        )
+    )
+    retried = completions(wait_for(ex, all_done(results)))
+    assert all(r.ok and not r.replayed for r in retried.values())
+
+
+def test_hung_worker_is_detected_within_two_heartbeats(ex):
+    load(ex, "noop-h", ModelRef("noop-silent", "noop", "tool", options={"tick": False}), "cpu:0")
+    ex.submit(Batch("hang", "noop-h", (one("h-1", "h", {}, run="run-h", busy_ms=20_000),)))
+    started = clock.monotonic()
+    events = wait_for(ex, lambda seen: any(isinstance(e, WorkerDown) for e in seen), 10)
+    detected = clock.monotonic() - started
+    down = next(e for e in events if isinstance(e, WorkerDown))
+    assert "hung" in down.reason and down.failed_items == ("h-1",)
+    # The last heartbeat came at most one interval before the step began, so detection takes
+    # at most two intervals from then, plus the pump's polling tick.
+    assert detected <= 2 * ex.config.heartbeat_s + 0.3
+    wait_for(ex, lambda seen: any(isinstance(e, WorkerUp) for e in seen), 90)
+
+
+def test_breaker_opens_after_repeated_batch_failures(ex):
+    load(ex, "gen-b", GPT2, "cpu:1")
+    too_long = "word " * 700  # beyond the tiny GPT-2's 512 positions: the forward pass raises
+    for i in range(2):
+        ex.submit(
+            Batch(f"f{i}", "gen-b", (one(f"f-{i}", f"f{i}", {"prompt": too_long}, run="run-f"),))
+        )
+        failed = completions(wait_for(ex, all_done([f"f-{i}"])))[f"f-{i}"]
+        assert not failed.ok and failed.retriable
+    assert ex.breaker_state("gen-b") == "open"
+    ex.submit(Batch("f9", "gen-b", (one("f-9", "f9", {"prompt": "fine"}, run="run-f"),)))
+    refused = completions(wait_for(ex, all_done(["f-9"])))["f-9"]
+    assert not refused.ok and "circuit open" in refused.error
+
+
+async def test_events_async_iterator_delivers_completions(ex):
+    import asyncio
+
+    load(ex, "noop-a", NOOP, "cpu:0")
+    stream = ex.events()
+    waiter = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)  # the listener is registered once the generator starts
+    ex.submit(Batch("a1", "noop-a", (one("a-1", "a", {"x": 1}, run="run-a"),)))
+    event = await asyncio.wait_for(waiter, 10)
+    while not (hasattr(event, "result") and event.result.idempotency_key == "a-1"):
+        event = await asyncio.wait_for(anext(stream), 10)
+    assert event.result.ok
+    await stream.aclose()
