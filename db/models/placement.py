@@ -44,5 +44,5 @@ class Placement(Base):
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
     device_ids: Mapped[list[Any]] = mapped_column(JSON)
     replicas: Mapped[int] = mapped_column(default=1)
-    pool: Mapped[str] = mapped_column(String(8), default="warm")
+    pool: Mapped[str] = mapped_column(String(8), default="hot")
     reason: Mapped[str] = mapped_column(Text, default="")

@@ -37,7 +37,7 @@ CASES: list[Case] = [
      {"status": "simulated", "note": "twin says ok"}, "retire"),
     ("placements", lambda w: {
         "plan_id": w.plan, "model_id": w.model, "device_ids": [w.device, w.device2],
-        "replicas": 2, "pool": "warm", "reason": "embedding is hot"},
+        "replicas": 2, "pool": "hot", "reason": "embedding is hot"},
      {"pool": "cold", "replicas": 1}, "delete"),
     ("workflows", lambda w: {"name": "rerank-rag", "version": "2",
                              "spec": {"nodes": [{"id": "a"}, {"id": "b", "after": ["a"]}]}},

@@ -280,7 +280,7 @@ def upgrade() -> None:
         sa.Column("replicas", sa.Integer(), nullable=False),
         sa.Column("pool", sa.String(length=8), nullable=False),
         sa.Column("reason", sa.Text(), nullable=False),
-        sa.CheckConstraint("pool IN ('warm', 'cold')", name=op.f("ck_placements_pool")),
+        sa.CheckConstraint("pool IN ('hot', 'cold')", name=op.f("ck_placements_pool")),
         sa.CheckConstraint("replicas >= 1", name=op.f("ck_placements_replicas_positive")),
         sa.ForeignKeyConstraint(
             ["model_id"],
