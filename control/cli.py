@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from control.commands import register_all
 from control.config import get_settings
 
 app = typer.Typer(
@@ -110,6 +111,9 @@ def _redact(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+register_all(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
