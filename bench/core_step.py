@@ -1,10 +1,13 @@
 """Benchmark of the decision core: dispatch decisions per second at 8, 64 and 512 replicas.
 
-Steady state with 1,000 requests outstanding: each round completes the batches of the previous
-round, submits as many new single-step requests as finished, and times ``step(now)``. A
-decision is one step dispatched in a batch; its time is the whole ``step`` (admission, DAG
-bookkeeping, completions, routing, stealing and batching), so the figure is end to end.
-Prints one JSON line.
+The three rows are the same workload scaled: 4 replicas per model and about 15.6 outstanding
+requests per replica (the reference row is 64 replicas, 16 models, 1,000 queued requests; the
+others are 8/2/125 and 512/128/8,000). The core is the real one, assembled by
+``control.core.assembly.build_core`` with the real ``TenancyManager`` (VTC fair share, seven
+tenants). Steady state: each round completes the batches of the previous round, submits as many
+new single-step requests as finished, and times ``step(now)``. A decision is one step
+dispatched in a batch; its time is the whole ``step`` (admission, DAG bookkeeping, completions,
+routing, stealing and batching), so the figure is end to end. Prints one JSON line.
 
     python bench/core_step.py
 """
@@ -19,49 +22,51 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from control.core.actions import Dispatch  # noqa: E402
+from control.core.assembly import CoreBlueprint, build_core  # noqa: E402
+from control.core.dag.spec import dag_from_dict  # noqa: E402
+from control.core.events import ReplicaLoaded  # noqa: E402
+from control.core.tenancy.base import TenancyConfig, TenantSpec  # noqa: E402
 from control.core.types import BatchResult, DeviceSpec, ModelSpec, Request, StepResult  # noqa: E402
 from control.runtime.clock import perf_counter  # noqa: E402
-from tests.core.fakes import FcfsTenancy  # noqa: E402
-from tests.support.builders import latency, make_core, single  # noqa: E402
+from tests.support.builders import latency, single  # noqa: E402
 
-QUEUED = 1000
+REFERENCE_REPLICAS = 64
+REFERENCE_QUEUED = 1000
+REPLICAS_PER_MODEL = 4
+TENANTS = 7
 ROUNDS = 40
+WARMUP_ROUNDS = 2
 
 
-class LeanTenancy(FcfsTenancy):
-    """FCFS without the call log (the bench measures the core, not the fake's bookkeeping)."""
-
-    def on_enqueue(self, item, now):  # noqa: ANN001, ANN201
-        return None
-
-    def on_dequeue(self, key, now):  # noqa: ANN001, ANN201
-        return None
-
-    def admit(self, req, now):  # noqa: ANN001, ANN201
-        from control.core.tenancy.base import Admitted
-
-        return Admitted(req.request_id, False, "bench")
-
-    def release(self, request_id, used_tokens, used_cost_units, now):  # noqa: ANN001, ANN201
-        return None
+def scaled(n_replicas: int) -> tuple[int, int]:
+    """(models, outstanding requests) of the reference workload scaled to ``n_replicas``."""
+    n_models = max(1, n_replicas // REPLICAS_PER_MODEL)
+    return n_models, n_replicas * REFERENCE_QUEUED // REFERENCE_REPLICAS
 
 
 def world(n_replicas: int):  # noqa: ANN201
-    n_models = min(16, n_replicas)
-    models = [ModelSpec(f"m{i}", "1", "embed", 100, max_batch_size=8) for i in range(n_models)]
-    devs = [
+    n_models, _ = scaled(n_replicas)
+    models = tuple(ModelSpec(f"m{i}", "1", "embed", 100, max_batch_size=8) for i in range(n_models))
+    devs = tuple(
         DeviceSpec(f"d{i:04d}", f"n{i // 8}", "gpu", "gpu-a", 1000, f"n{i // 8}")
         for i in range(n_replicas)
-    ]
-    reps = [(models[i % n_models].key, devs[i].device_id) for i in range(n_replicas)]
-    core = make_core(
-        LeanTenancy(), models, devs, reps, [single(m) for m in models], lat=latency(models)
     )
+    tenancy = TenancyConfig(tuple(TenantSpec(f"t{i}", 1 + i % 3) for i in range(TENANTS)))
+    blueprint = CoreBlueprint(
+        devices=devs,
+        models=models,
+        workflows=tuple(dag_from_dict(single(m)) for m in models),
+        tenancy=tenancy,
+    )
+    core = build_core(blueprint, latency(models))
+    for i, dev in enumerate(devs):
+        core.ingest(ReplicaLoaded(f"r{i}", models[i % n_models].key, (dev.device_id,)), 0.0)
     return core, models
 
 
 def run(n_replicas: int) -> dict:
     core, models = world(n_replicas)
+    _, queued = scaled(n_replicas)
     seq = 0
 
     def submit(k: int, now: float) -> None:
@@ -69,35 +74,31 @@ def run(n_replicas: int) -> dict:
         for _ in range(k):
             m = models[seq % len(models)]
             core.submit(
-                Request(f"q{seq}", f"t{seq % 7}", f"only-{m.name}", prompt_tokens=64 + seq % 200),
+                Request(
+                    f"q{seq}", f"t{seq % TENANTS}", f"only-{m.name}", prompt_tokens=64 + seq % 200
+                ),
                 now,
             )
             seq += 1
 
-    submit(QUEUED, 0.0)
+    submit(queued, 0.0)
     inflight: list[Dispatch] = []
     per_decision: list[float] = []
     total_time = 0.0
     decisions = 0
     now = 0.0
-    for rnd in range(ROUNDS + 2):
+    for rnd in range(ROUNDS + WARMUP_ROUNDS):
         now += 0.001
         for d in inflight:
-            core.complete(
-                BatchResult(
-                    d.batch_id,
-                    1000,
-                    tuple(StepResult(i.key, input_tokens=i.input_tokens) for i in d.items),
-                ),
-                now,
-            )
+            items = tuple(StepResult(i.key, input_tokens=i.input_tokens) for i in d.items)
+            core.complete(BatchResult(d.batch_id, 1000, items), now)
         submit(sum(len(d.items) for d in inflight), now)
         t0 = perf_counter()
         plan = core.step(now)
         dt = perf_counter() - t0
         inflight = [a for a in plan.actions if isinstance(a, Dispatch)]
         made = sum(len(d.items) for d in inflight)
-        if rnd >= 2:  # first rounds warm caches and fill queues
+        if rnd >= WARMUP_ROUNDS:  # first rounds warm caches and fill queues
             total_time += dt
             decisions += made
             if made:
@@ -105,6 +106,7 @@ def run(n_replicas: int) -> dict:
     return {
         "replicas": n_replicas,
         "models": len(models),
+        "queued_requests": queued,
         "decisions": decisions,
         "decisions_per_s": round(decisions / total_time),
         "us_per_decision_p50": round(statistics.median(per_decision), 2),
@@ -112,14 +114,15 @@ def run(n_replicas: int) -> dict:
 
 
 def main() -> None:
-    results = {n: run(n) for n in (8, 64, 512)}
-    main_r = results[64]
+    results = {n: run(n) for n in (8, REFERENCE_REPLICAS, 512)}
+    main_r = results[REFERENCE_REPLICAS]
     out = {
         "decisions_per_s": main_r["decisions_per_s"],
         "us_per_decision_p50": main_r["us_per_decision_p50"],
-        "replicas": 64,
+        "replicas": REFERENCE_REPLICAS,
         "models": main_r["models"],
-        "queued_requests": QUEUED,
+        "queued_requests": main_r["queued_requests"],
+        "tenancy": "TenancyManager (vtc) via assembly.build_core",
         "by_replicas": {str(n): r for n, r in results.items()},
         "growth_us_per_decision_512_over_8": round(
             results[512]["us_per_decision_p50"] / results[8]["us_per_decision_p50"], 2

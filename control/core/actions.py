@@ -119,8 +119,49 @@ class RunFinished:
     reason: str
 
 
+@dataclass(frozen=True)
+class ReplicaRoutable:
+    """A replica loaded (and warmed) for a rollout now takes new work."""
+
+    replica_id: str
+    model_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class DrainReplica:
+    """No new work goes to this replica; its queued steps move away, in-flight work finishes,
+    then it is evicted (an ``EvictReplica`` follows)."""
+
+    replica_id: str
+    model_key: str
+    device_ids: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class RolloutTransition:
+    """A rollout changed stage: "loading", "draining", "completed", "aborted", "failed",
+    "refused" (``from_state`` is "" when it starts)."""
+
+    plan_id: str
+    from_state: str
+    to_state: str
+    reason: str
+
+
 Action = (
-    Dispatch | Reject | Preempt | LoadModel | EvictReplica | MoveStep | StepRetried | RunFinished
+    Dispatch
+    | Reject
+    | Preempt
+    | LoadModel
+    | EvictReplica
+    | MoveStep
+    | StepRetried
+    | RunFinished
+    | ReplicaRoutable
+    | DrainReplica
+    | RolloutTransition
 )
 
 #: Phases of one step, in order. ``StepPlan.phases`` maps each to the actions it produced.
@@ -129,6 +170,7 @@ PHASES: tuple[str, ...] = (
     "completions",
     "timeouts",
     "reclaims",
+    "placement",
     "routing",
     "loads",
     "stealing",

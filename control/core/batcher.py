@@ -42,7 +42,7 @@ def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, p
     for s in steps:
         s.batch_id = batch_id
         s.dispatched_at = st.now
-        st.tenancy.charge(s.work.tenant_id, s.cost_units, st.now)
+        st.tenancy.charge(s.work.tenant_id, s.cost_units, st.now, key=s.key)
         if s.node.timeout_s is not None:
             st.arm(st.now + s.node.timeout_s, "timeout", s.key)
     st.batches[batch_id] = InflightBatch(

@@ -40,6 +40,13 @@ class CoreConfig:
     speculative_preload: bool = field(
         default=True, metadata={"help": "preload models a starting run's later nodes need"}
     )
+    scale_to_zero_idle_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "evict every replica of a model that had no work for this long (seconds); "
+            "the next request cold-starts it. None keeps replicas loaded"
+        },
+    )
     finished_runs_kept: int = field(
         default=256, metadata={"help": "recently finished runs kept for the snapshot"}
     )
@@ -93,6 +100,14 @@ class CoreState:
         self.actions: list[tuple[str, Action]] = []
         self.preload = Counter()  # issued, hits, misses
         self.routing_ctx: RoutingContext | None = None  # rebuilt when now or sessions change
+        # (workflow, prompt tokens, output tokens) -> (est tokens, est cost): a pure cache
+        self.estimates: dict[tuple[str, int, int], tuple[int, int]] = {}
+        self.rollout = None  # control.core.rollout.Rollout: the active or last rollout
+        self.placement_events: list[object] = []  # PlacementChanged / RollbackRequested
+        self.placement_history: list[tuple[str, dict, dict]] = []  # (plan id, target, splits)
+        self.splits: dict[str, tuple[tuple[str, int], ...]] = {}  # canary traffic splits
+        self.idle_check_at: float | None = None  # earliest scale-to-zero expiry
+        self.evicted_loading: set[str] = set()  # loads cancelled by the core (late reports)
 
     def emit(self, action: Action) -> None:
         """Record a decided action under the current phase and count it."""

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 
-from control.core import runs
+from control.core import rollout, runs
 from control.core.actions import PHASES, StepPlan
 from control.core.batcher import dispatch_tool, form_batch
 from control.core.batching.registry import make_batching
@@ -34,14 +34,17 @@ from control.core.events import (
     DeviceUp,
     ModelRegistered,
     OutputStarted,
+    PlacementChanged,
     ReplicaLoaded,
     ReplicaLoadFailed,
     ReplicaUnloaded,
+    RollbackRequested,
     TenancyConfigChanged,
     WorkflowRegistered,
 )
 from control.core.fleet import apply_device_up, apply_replica_loaded, device_down, fail_replica
 from control.core.latency import LatencyModel
+from control.core.lifecycle import scale_to_zero
 from control.core.queueing import route
 from control.core.routing.registry import make_routing
 from control.core.snapshot import CoreSnapshot, build_snapshot
@@ -82,6 +85,8 @@ class ControlCore:
             DeviceDown: self._defer,
             ReplicaLoadFailed: self._defer,
             ReplicaUnloaded: self._defer,
+            PlacementChanged: self._on_placement,
+            RollbackRequested: lambda e, now: self._st.placement_events.append(e),
         }
 
     # ----- recording (no decisions)
@@ -134,6 +139,7 @@ class ControlCore:
         self._phase("completions", self._completions)
         self._phase("timeouts", self._timers)
         self._phase("reclaims", self._reclaims)
+        self._phase("placement", self._placement)
         self._phase("routing", self._routing)
         self._phase("loads", self._retry_unplaced)
         idle = sorted(
@@ -158,7 +164,10 @@ class ControlCore:
         theirs = self._st.tenancy.next_wakeup(now)
         if theirs is not None and theirs <= now:
             theirs = None
-        options = [t for t in (mine, theirs) if t is not None]
+        idle = self._st.idle_check_at
+        if idle is not None and idle <= now:
+            idle = None
+        options = [t for t in (mine, theirs, idle) if t is not None]
         return min(options) if options else None
 
     def _timer_live(self, kind: str, ident: str) -> bool:
@@ -234,6 +243,18 @@ class ControlCore:
         for order in st.tenancy.reclaims(st.now, frozenset(st.output_started)):
             runs.preempt(st, order.request_id, order.reason)
 
+    def _placement(self) -> None:
+        st = self._st
+        events, st.placement_events = st.placement_events, []
+        for ev in events:
+            if isinstance(ev, PlacementChanged):
+                target = {(m, tuple(d)): (n, pool) for m, d, n, pool in ev.placements}
+                rollout.begin(st, ev.plan_id, target, dict(ev.splits), ev.reason)
+            else:
+                rollout.request_rollback(st, ev.reason)  # type: ignore[attr-defined]
+        rollout.advance(st)
+        scale_to_zero(st)
+
     def _routing(self) -> None:
         st = self._st
         ready, st.ready = st.ready, []
@@ -280,6 +301,12 @@ class ControlCore:
         if problems:
             raise InvalidWorkflowError(spec.workflow, problems)
         self._st.workflows[spec.workflow] = CompiledDag(spec)
+        self._st.estimates.clear()  # estimates of the replaced workflow are stale
+
+    def _on_placement(self, event: object, now: float) -> None:
+        ev: PlacementChanged = event  # type: ignore[assignment]
+        rollout.check_placements(self._st, ev.placements, ev.splits)  # misuse raises here
+        self._st.placement_events.append(ev)
 
     def _on_tenancy(self, event: object, now: float) -> None:
         config = event.config  # type: ignore[attr-defined]

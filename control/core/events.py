@@ -68,6 +68,27 @@ class TenancyConfigChanged:
     config: TenancyConfig
 
 
+@dataclass(frozen=True)
+class PlacementChanged:
+    """The desired placement changed (a plan became active): the core converges the fleet to it
+    safely at the next steps. ``placements`` are (model key, device ids, replicas, pool): that
+    many replicas of the model on that device group. ``splits`` are canary traffic splits,
+    (model key workflows name, ((served model key, weight), ...)), applied when the rollout
+    completes."""
+
+    plan_id: str
+    placements: tuple[tuple[str, tuple[str, ...], int, str], ...]
+    splits: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    reason: str = "plan activated"
+
+
+@dataclass(frozen=True)
+class RollbackRequested:
+    """Go back to the placement held before the last rollout, converged the same way."""
+
+    reason: str = "operator asked for a rollback"
+
+
 CoreEvent = (
     ModelRegistered
     | WorkflowRegistered
@@ -78,4 +99,6 @@ CoreEvent = (
     | ReplicaUnloaded
     | OutputStarted
     | TenancyConfigChanged
+    | PlacementChanged
+    | RollbackRequested
 )

@@ -26,6 +26,9 @@ def apply_device_up(st: CoreState, spec: DeviceSpec) -> None:
 def apply_replica_loaded(st: CoreState, ev: ReplicaLoaded) -> None:
     """Mark a loading replica ready, or adopt a replica loaded outside the core."""
     rec = st.cluster.replicas.get(ev.replica_id)
+    if rec is None and ev.replica_id in st.evicted_loading:
+        st.evicted_loading.discard(ev.replica_id)  # a load the core cancelled: late report
+        return
     if rec is None:
         model = st.models.get(ev.model_key)
         if model is None:

@@ -67,23 +67,55 @@ def _group_target(st: CoreState, model: ModelSpec) -> tuple[DeviceSpec, ...] | N
     return None
 
 
+def _least_busy(st: CoreState, model: ModelSpec) -> tuple[DeviceSpec, str] | None:
+    """With no cold pool at all (e.g. a 2-slot CPU machine): the up device with room whose
+    replicas have the least predicted work, and a sentence saying so."""
+    if model.tp_degree > 1:
+        return None
+    now = st.now
+    options = []
+    for d in st.cluster.devices.values():
+        if d.up and d.free_mib >= model.memory_mib:
+            busy = sum(st.cluster.replicas[r].wait_us(now) for r in d.replicas)
+            options.append((busy, -d.free_mib, d.spec.device_id, d.spec))
+    if not options:
+        return None
+    busy, _, dev_id, spec = min(options)
+    return (
+        spec,
+        f"no cold-pool device exists; chose least-busy device {dev_id} ({busy} us of work queued there)",
+    )
+
+
 def start_load(
     st: CoreState, model: ModelSpec, reason: str, speculative: bool = False,
-    device: DeviceSpec | None = None,
+    device: DeviceSpec | None = None, fallback: bool = False,
 ) -> ReplicaRecord | None:  # fmt: skip
     """Emit a cold load (with any evictions it needs) and register the LOADING replica.
 
-    ``device`` pins the target (it must be a cold-pool device with room). Returns None, emitting
-    nothing, when no cold-pool device can hold the model.
+    ``device`` pins the target (it must be a cold-pool device with room). With ``fallback`` and
+    no up cold-pool device at all, the least-busy device with room takes the load (the reason
+    says so). Returns None, emitting nothing, when no device can hold the model.
     """
     victims: list[ReplicaRecord] = []
-    if device is not None:
+    no_cold = not any(d.up and d.spec.pool == "cold" for d in st.cluster.devices.values())
+    if device is None and fallback and no_cold:
+        chosen = _least_busy(st, model)
+        if chosen is None:
+            return None
+        device, why = chosen
+        reason = f"{reason}; {why}"
+    if device is not None and no_cold and fallback:
+        if st.cluster.devices[device.device_id].free_mib < model.memory_mib:
+            return None
+        devices: tuple[DeviceSpec, ...] = (device,)
+    elif device is not None:
         if (
             device.pool != "cold"
             or st.cluster.devices[device.device_id].free_mib < model.memory_mib
         ):
             return None
-        devices: tuple[DeviceSpec, ...] = (device,)
+        devices = (device,)
     elif model.tp_degree > 1:
         group = _group_target(st, model)
         if group is None:
@@ -97,8 +129,9 @@ def start_load(
     for v in victims:
         evict(st, v, f"make room for a cold load of {model.key} on {devices[0].device_id}")
     rid = st.next_id(f"{model.key}@{devices[0].device_id}#")
+    pool = devices[0].pool
     rec = ReplicaRecord(
-        rid, model, devices, "cold", ReplicaState.LOADING, st.config.prefix_capacity_blocks
+        rid, model, devices, pool, ReplicaState.LOADING, st.config.prefix_capacity_blocks
     )
     rec.ready_at = st.now + load_us(st, model, devices[0]) / 1e6
     rec.speculative = speculative
@@ -108,7 +141,7 @@ def start_load(
     if speculative:
         st.preload["issued"] += 1
     st.emit(
-        LoadModel(rid, model.key, tuple(d.device_id for d in devices), "cold", speculative, reason)
+        LoadModel(rid, model.key, tuple(d.device_id for d in devices), pool, speculative, reason)
     )
     return rec
 
@@ -118,6 +151,8 @@ def evict(st: CoreState, rec: ReplicaRecord, reason: str) -> None:
     if rec.speculative and not rec.used:
         st.preload["misses"] += 1
     st.cluster.remove_replica(rec.replica_id)
+    if rec.state == ReplicaState.LOADING:
+        st.evicted_loading.add(rec.replica_id)  # its ReplicaLoaded may still arrive
     rec.state = ReplicaState.UNLOADED
     st.emit(
         EvictReplica(rec.replica_id, rec.model.key, tuple(d.device_id for d in rec.devices), reason)

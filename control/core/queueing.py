@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from control.core.context import CoreState
 from control.core.latency import service_us
+from control.core.lifecycle import pick_variant
 from control.core.loads import load_us, start_load
 from control.core.routing.base import RoutingContext, StepDemand
 from control.core.state import QueuedStep, ReplicaRecord
@@ -58,6 +59,8 @@ def _demand(st: CoreState, step: QueuedStep) -> StepDemand:
 def route(st: CoreState, step: QueuedStep) -> bool:
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
+    if st.splits:
+        step.model_key = pick_variant(st, step)
     model = st.models[step.model_key or ""]
     candidates = st.cluster.serving(model.key)
     ctx = st.routing_ctx
@@ -72,7 +75,8 @@ def route(st: CoreState, step: QueuedStep) -> bool:
         st.counters["route.affinity" if choice.affinity else "route.best"] += 1
     else:
         why = f"no replica of {model.key} is loaded or loading; step {step.key} needs it"
-        target = start_load(st, model, why)
+        target = start_load(st, model, why, fallback=True)
+        st.counters["loads.cold_starts"] += 1 if target is not None else 0
     if target is None:
         st.unplaced.setdefault(model.key, []).append(step)
         st.counters["route.unplaced"] += 1

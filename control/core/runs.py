@@ -14,6 +14,9 @@ from control.core.queueing import dequeue
 from control.core.state import QueuedStep, RunRecord
 from control.core.tenancy.base import AdmissionRequest, Admitted, QueuedWork
 
+#: Bound on memoized run estimates (distinct workflow x token-count combinations).
+ESTIMATE_MEMO_SIZE = 4096
+
 
 def _node_tokens(st: CoreState, req, node) -> tuple[int, int]:  # noqa: ANN001
     tokens = int(node.params.get("input_tokens", req.prompt_tokens))
@@ -25,14 +28,31 @@ def _node_tokens(st: CoreState, req, node) -> tuple[int, int]:  # noqa: ANN001
     return tokens, out
 
 
-def admit(st: CoreState, req, now: float) -> None:  # noqa: ANN001
-    """Ask tenancy; start the run or emit a Reject with its reason."""
-    dag = st.workflows[req.workflow]
+def _estimate(st: CoreState, req, dag) -> tuple[int, int]:  # noqa: ANN001
+    """(tokens, cost units) a run of ``dag`` is expected to use over all its nodes.
+
+    It depends only on the workflow and the request's token counts, so it is memoized per
+    (workflow, prompt tokens, output tokens); the memo is a pure cache (dropped when it grows
+    past its bound or a workflow is replaced)."""
+    memo_key = (req.workflow, req.prompt_tokens, req.max_output_tokens)
+    hit = st.estimates.get(memo_key)
+    if hit is not None:
+        return hit
     est_tokens = est_cost = 0
     for node in dag.nodes.values():
         tin, tout = _node_tokens(st, req, node)
         est_tokens += tin + tout
         est_cost += st.cost.cost_units(node.model or node.kind, tin, tout)
+    if len(st.estimates) >= ESTIMATE_MEMO_SIZE:
+        st.estimates.clear()
+    st.estimates[memo_key] = (est_tokens, est_cost)
+    return est_tokens, est_cost
+
+
+def admit(st: CoreState, req, now: float) -> None:  # noqa: ANN001
+    """Ask tenancy; start the run or emit a Reject with its reason."""
+    dag = st.workflows[req.workflow]
+    est_tokens, est_cost = _estimate(st, req, dag)
     decision = st.tenancy.admit(
         AdmissionRequest(
             req.request_id,
@@ -69,25 +89,22 @@ def make_step(st: CoreState, run: RunRecord, ref: StepRef) -> QueuedStep:
         node_deadline = run.started_at + node.deadline_s
         deadline = node_deadline if deadline is None else min(deadline, node_deadline)
     work = QueuedWork(
-        key=ref.key,
-        request_id=req.request_id,
-        tenant_id=req.tenant_id,
-        priority_class=node.priority_class or req.priority_class,
-        arrival=st.now,
-        cost_units=st.cost.cost_units(node.model or node.kind, tokens, out),
-        deadline=deadline,
-    )
+        ref.key, req.request_id, req.tenant_id, node.priority_class or req.priority_class,
+        st.now, st.cost.cost_units(node.model or node.kind, tokens, out), deadline,
+    )  # fmt: skip
     step = QueuedStep(ref, run, node, work)
     step.input_tokens, step.max_output_tokens = tokens, out
     if node.task == "generate" and ref.chunk is None:
         step.prefix_blocks = req.prefix_blocks
     devs = st.cluster.devices
-    step.input_devices = tuple(
-        devs[r.device_id].spec if r.device_id in devs else None
-        for b in ref.inputs
-        for r in b.refs
-        if r.device_id is not None
-    )
+    located = []
+    for b in ref.inputs:
+        for r in b.refs:
+            if r.device_id is not None:
+                dev = devs.get(r.device_id)
+                located.append(dev.spec if dev is not None else None)
+    if located:
+        step.input_devices = tuple(located)
     return step
 
 

@@ -8,7 +8,7 @@ waits, followed by the tenancy half's own explanation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from control.core.context import CoreState
@@ -83,6 +83,23 @@ class PreloadStats:
 
 
 @dataclass(frozen=True)
+class RolloutView:
+    """Progress of the active (or last) rollout."""
+
+    plan_id: str
+    state: str  # loading | draining | completed | aborted | failed
+    rollback: bool
+    started_at: float
+    loads_pending: tuple[str, ...]
+    draining: tuple[str, ...]
+    blocked: tuple[str, ...]  # "model@devices" loads waiting for memory
+    loaded: int
+    evicted: int
+    moved: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class CoreSnapshot:
     now: float
     runs: tuple[RunView, ...]
@@ -95,6 +112,12 @@ class CoreSnapshot:
     counters: Mapping[str, int]
     preload: PreloadStats
     tenancy: object
+    rollout: RolloutView | None = None
+    splits: Mapping[str, tuple[tuple[str, int], ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    cold_starts: int = 0
+    cold_starts_avoided: int = 0  # speculative preloads that were used before any request waited
 
 
 def _run_view(run: RunRecord) -> RunView:
@@ -149,6 +172,17 @@ def _replica_view(r: ReplicaRecord) -> ReplicaView:
     )  # fmt: skip
 
 
+def _rollout_view(st: CoreState) -> RolloutView | None:
+    ro = st.rollout
+    if ro is None:
+        return None
+    return RolloutView(
+        ro.plan_id, ro.state, ro.rollback, ro.started_at, tuple(sorted(ro.pending)),
+        tuple(sorted(ro.draining)), tuple(f"{m}@{','.join(d)}" for m, d in ro.blocked),
+        ro.loaded, ro.evicted, ro.moved, ro.reason,
+    )  # fmt: skip
+
+
 def build_snapshot(st: CoreState) -> CoreSnapshot:
     """Copy the core's state into immutable views (O(state); call it for display, not per step)."""
     cl = st.cluster
@@ -193,4 +227,8 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
         counters=MappingProxyType(dict(sorted(st.counters.items()))),
         preload=PreloadStats(st.preload["issued"], hits, misses, rate),
         tenancy=st.tenancy.snapshot(),
+        rollout=_rollout_view(st),
+        splits=MappingProxyType(dict(st.splits)),
+        cold_starts=st.counters["loads.cold_starts"],
+        cold_starts_avoided=hits,
     )

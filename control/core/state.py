@@ -51,7 +51,7 @@ class ReplicaRecord:
     __slots__ = (
         "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
         "queue", "queue_us", "inflight", "prefix", "last_used", "speculative", "used",
-        "load_reason",
+        "load_reason", "routable", "draining", "plan_id",
     )  # fmt: skip
 
     def __init__(
@@ -74,6 +74,9 @@ class ReplicaRecord:
         self.speculative = False
         self.used = False
         self.load_reason = ""
+        self.routable = True  # False: loading for a rollout, or draining (no new work)
+        self.draining = False
+        self.plan_id: str | None = None  # the rollout that loaded it
 
     @property
     def loading(self) -> bool:
@@ -156,12 +159,17 @@ class Cluster:
         return rec
 
     def serving(self, model_key: str) -> list[ReplicaRecord]:
-        """Replicas of the model that can take work (ready or loading), in insertion order."""
+        """Replicas of the model that can take new work (routable, ready or loading), in
+        insertion order."""
         return [
             r
             for r in self.by_model.get(model_key, {}).values()
-            if r.state in (ReplicaState.READY, ReplicaState.LOADING)
+            if r.routable and r.state in (ReplicaState.READY, ReplicaState.LOADING)
         ]
+
+    def slot_of(self, rec: ReplicaRecord) -> tuple[str, tuple[str, ...]]:
+        """(model key, device ids): a replica's place in a placement plan."""
+        return (rec.model.key, tuple(d.device_id for d in rec.devices))
 
     def device_busy(self, device_id: str) -> bool:
         """True when any replica on the device has work queued or in flight."""

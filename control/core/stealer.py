@@ -89,7 +89,7 @@ def steal_phase(st: CoreState, idle_candidates: list[str]) -> None:
         return
     for rid in idle_candidates:
         thief = st.cluster.replicas.get(rid)
-        if thief is None or not thief.idle:
+        if thief is None or not thief.idle or not thief.routable:
             continue
         victim = _victim(st, thief.model.key, rid)
         if victim is not None:

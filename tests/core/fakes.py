@@ -29,6 +29,7 @@ class FcfsTenancy:
         self.deny_devices = set(deny_devices)
         self.calls: list[tuple[str, object]] = []
         self.charged: dict[str, int] = {}
+        self.charged_keys: list[str | None] = []
         self.queued: set[str] = set()
         self.released: list[str] = []
         self.pending_reclaims: list[ReclaimOrder] = []
@@ -59,7 +60,9 @@ class FcfsTenancy:
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
         return sorted(items, key=lambda w: (w.arrival, w.key))
 
-    def charge(self, tenant_id: str, cost_units: int, now: float) -> None:
+    def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
+        self.queued.discard(key or "")
+        self.charged_keys.append(key)
         self.charged[tenant_id] = self.charged.get(tenant_id, 0) + cost_units
 
     def headroom_check(

@@ -75,7 +75,8 @@ def test_tenancy_is_called_at_the_contract_points() -> None:
     ReplayDriver(core, SimExecutor(latency(), TYPES)).run([Arrival(0.0, req(1))])
     names = [c[0] for c in ten.calls]
     assert names == ["admit", "on_enqueue", "release"]
-    assert ten.charged["t1"] > 0 and ten.queued == {"q1/n/1"}  # dispatched, never dequeued
+    # dispatched with its key (the tenancy half takes it off its books), never dequeued
+    assert ten.charged["t1"] > 0 and ten.charged_keys == ["q1/n/1"] and ten.queued == set()
 
 
 def test_rejection_carries_reason_and_is_not_released() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from control.core.actions import Action, BatchItem, Dispatch, LoadModel, StepPlan
 from control.core.engine import ControlCore
-from control.core.events import ReplicaLoaded
+from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.core.latency import LatencyModel, service_us
 from control.core.types import BatchResult, Request, StepResult
 
@@ -40,6 +40,7 @@ class SimExecutor:
     fail: Callable[[BatchItem], str | None] = lambda item: None
     route_label: Callable[[BatchItem], str | None] = lambda item: None
     item_count: Callable[[BatchItem], int | None] = lambda item: None
+    fail_load: Callable[[LoadModel], str | None] = lambda action: None
 
     def duration_us(self, d: Dispatch) -> int:
         if d.replica_id is None:
@@ -90,6 +91,10 @@ class ReplayDriver:
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, kind, payload))
 
+    def schedule(self, at: float, event: object) -> None:
+        """Ingest a fleet/config event (e.g. PlacementChanged) at ``at`` during the replay."""
+        self._push(at, "event", event)
+
     def run(
         self, arrivals: Iterable[Arrival], until: float = 3600.0, max_steps: int = 1_000_000
     ) -> list[tuple[float, Action]]:
@@ -121,7 +126,7 @@ class ReplayDriver:
             self.core.submit(payload, now)  # type: ignore[arg-type]
         elif kind == "done":
             self.core.complete(payload, now)  # type: ignore[arg-type]
-        elif kind == "loaded":
+        elif kind in ("loaded", "event"):
             self.core.ingest(payload, now)
 
     def _carry_out(self, action: Action, now: float) -> None:
@@ -130,4 +135,10 @@ class ReplayDriver:
             self._push(now + res.device_us / 1e6, "done", res)
         elif isinstance(action, LoadModel):
             done = now + self.executor.load_us(action) / 1e6
-            self._push(done, "loaded", ReplicaLoaded(action.replica_id))
+            error = self.executor.fail_load(action)
+            event = (
+                ReplicaLoaded(action.replica_id)
+                if error is None
+                else ReplicaLoadFailed(action.replica_id, error)
+            )
+            self._push(done, "loaded", event)

@@ -64,6 +64,26 @@ class CompiledDag:
             )
         )
         self.first_models = frozenset(self.nodes[n].model for n in first if self.nodes[n].model)
+        #: (node states, ready nodes, terminal count, status) of a fresh run: it depends on the
+        #: structure only, so it is computed by the first DagRun and copied by the others
+        self.static_inputs = self._static_inputs()
+        self.initial: tuple[dict[str, NodeState], tuple[str, ...], int, str] | None = None
+
+    def _static_inputs(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """Per node fed only by workflow inputs: (target field, source fields) in binding
+        order. Such bindings differ between runs only by run id, so they are built from this."""
+        out = {}
+        for node_id, node in self.nodes.items():
+            edges = self.in_edges.get(node_id, [])
+            if any(e.source != INPUT_NODE for e in edges):
+                continue
+            by_field: dict[str, list[str]] = {}
+            for e in edges:
+                if node.join == "any" and e.target_field in by_field:
+                    continue
+                by_field.setdefault(e.target_field, []).append(e.source_field)
+            out[node_id] = tuple((f, tuple(v)) for f, v in sorted(by_field.items()))
+        return out
 
     def _layers(self) -> tuple[tuple[str, ...], ...]:
         deps = {
@@ -108,17 +128,23 @@ class DagRun:
         self.status = "running"
         self.error: str | None = None
         self._idem = idempotency_base
-        self.state: dict[str, NodeState] = dict.fromkeys(dag.nodes, NodeState.WAITING)
         self._locs: dict[str, list[tuple[str | None, str | None]]] = {}
         self._labels: dict[str, str | None] = {}
         self._items: dict[str, int] = {}
         self._left: dict[str, int] = {}
-        self._attempts: dict[tuple[str, int | None], int] = {}
         self.live: dict[str, StepRef] = {}
-        self._ready: list[str] = []
-        self._terminal = 0
-        for n in dag.order:
-            self._evaluate(n)
+        if dag.initial is None:
+            self.state: dict[str, NodeState] = dict.fromkeys(dag.nodes, NodeState.WAITING)
+            self._ready: list[str] = []
+            self._terminal = 0
+            for n in dag.order:
+                self._evaluate(n)
+            dag.initial = (dict(self.state), tuple(self._ready), self._terminal, self.status)
+        else:
+            # same result as evaluating every node: no node has run yet in any fresh run
+            state, ready, self._terminal, self.status = dag.initial
+            self.state = dict(state)
+            self._ready = list(ready)
 
     # ----- queries
     def ready(self) -> tuple[str, ...]:
@@ -148,6 +174,8 @@ class DagRun:
     # ----- transitions
     def take_ready(self) -> list[StepRef]:
         """Turn every ready node into steps (a map node: one per chunk); marks them running."""
+        if not self._ready:
+            return []
         steps: list[StepRef] = []
         for node_id in self._ready:
             node = self.dag.nodes[node_id]
@@ -211,17 +239,12 @@ class DagRun:
     # ----- internals
     def _new_step(self, node: NodeSpec, chunk: int | None, attempt: int) -> StepRef:
         suffix = node.node_id if chunk is None else f"{node.node_id}#{chunk}"
+        # positional: this runs for every step of every run
         step = StepRef(
-            key=f"{self.run_id}/{suffix}/{attempt}",
-            run_id=self.run_id,
-            node_id=node.node_id,
-            chunk=chunk,
-            attempt=attempt,
-            idempotency_key=f"{self._idem}/{suffix}",
-            inputs=self._bindings(node, chunk),
-        )
+            f"{self.run_id}/{suffix}/{attempt}", self.run_id, node.node_id, chunk, attempt,
+            f"{self._idem}/{suffix}", self._bindings(node, chunk),
+        )  # fmt: skip
         self.live[step.key] = step
-        self._attempts[(node.node_id, chunk)] = attempt
         return step
 
     def _map_count(self, node: NodeSpec) -> int:
@@ -245,6 +268,13 @@ class DagRun:
         )
 
     def _bindings(self, node: NodeSpec, chunk: int | None) -> tuple[InputBinding, ...]:
+        static = self.dag.static_inputs.get(node.node_id)
+        if static is not None:
+            rid = self.run_id
+            return tuple(
+                InputBinding(f, tuple(InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs))
+                for f, sfs in static
+            )
         by_field: dict[str, list[InputRef]] = {}
         for e in self.dag.in_edges[node.node_id]:
             if not self._edge_live(e) or (node.join == "any" and e.target_field in by_field):

@@ -31,26 +31,36 @@ class PredictedCompletionConfig:
     use_affinity: bool = field(default=True, metadata={"help": "keep sessions on their replica"})
 
 
-def _parts(demand: StepDemand, c: Candidate, ctx: RoutingContext, use_prefix: bool) -> tuple:
-    """(total, replica id, queue, service, transfer, load, saving, hits) as a plain tuple:
-    this runs once per candidate per decision, so it avoids building objects."""
-    now = ctx.now
-    dt = c.device.accelerator
-    load = max(0, int((c.ready_at - now) * 1e6)) if c.loading else 0
-    queue = max(0, int((c.busy_until - now) * 1e6)) + c.queue_us
+def _service(demand: StepDemand, dt: str, ctx: RoutingContext) -> tuple[int, int]:
+    """(forward, forward + decode) of the demand alone on device type ``dt``."""
     lat = ctx.latency
     fwd = lat.forward_us(demand.model_key, dt, 1, demand.input_tokens)
-    service = fwd
     if demand.output_tokens:
-        service += lat.decode_us(demand.model_key, dt, 1, demand.output_tokens)
+        return fwd, fwd + lat.decode_us(demand.model_key, dt, 1, demand.output_tokens)
+    return fwd, fwd
+
+
+def _parts(
+    demand: StepDemand, c: Candidate, ctx: RoutingContext, use_prefix: bool, svc: tuple[int, int]
+) -> tuple:
+    """(total, replica id, queue, service, transfer, load, saving, hits) as a plain tuple:
+    this runs once per candidate per decision, so it avoids building objects. ``svc`` is
+    ``_service`` for the candidate's device type (computed once per type per decision)."""
+    now = ctx.now
+    load = max(0, int((c.ready_at - now) * 1e6)) if c.loading else 0
+    queue = max(0, int((c.busy_until - now) * 1e6)) + c.queue_us
+    fwd, service = svc
     hits = c.prefix.match(demand.prefix_blocks) if use_prefix and demand.prefix_blocks else 0
     saving = 0
     if hits:
         rest = max(0, demand.input_tokens - hits * BLOCK_TOKENS)
+        lat, dt = ctx.latency, c.device.accelerator
         saving = max(0, fwd - lat.forward_us(demand.model_key, dt, 1, rest))
     transfer = 0
-    for src in demand.input_devices:
-        transfer += ctx.transfer.cost_us(src, c.device)
+    if demand.input_devices:
+        cost_us = ctx.transfer.cost_us
+        for src in demand.input_devices:
+            transfer += cost_us(src, c.device)
     total = load + queue + service + transfer - saving
     return (total, c.replica_id, queue, service, transfer, load, saving, hits)
 
@@ -59,7 +69,10 @@ def score(
     demand: StepDemand, c: Candidate, ctx: RoutingContext, use_prefix: bool = True
 ) -> RouteScore:
     """Predicted completion of ``demand`` on ``c`` with its parts (all microseconds)."""
-    total, rid, queue, service, transfer, load, saving, hits = _parts(demand, c, ctx, use_prefix)
+    svc = _service(demand, c.device.accelerator, ctx)
+    total, rid, queue, service, transfer, load, saving, hits = _parts(
+        demand, c, ctx, use_prefix, svc
+    )
     return RouteScore(rid, total, queue, service, transfer, load, saving, hits)
 
 
@@ -77,7 +90,15 @@ class PredictedCompletionRouting:
     ) -> RouteChoice | None:
         if not candidates:
             return None
-        parts = [_parts(demand, c, ctx, self.config.use_prefix) for c in candidates]
+        use_prefix = self.config.use_prefix
+        services: dict[str, tuple[int, int]] = {}
+        parts = []
+        for c in candidates:
+            dt = c.device.accelerator
+            svc = services.get(dt)
+            if svc is None:
+                svc = services[dt] = _service(demand, dt, ctx)
+            parts.append(_parts(demand, c, ctx, use_prefix, svc))
         best_p = min(parts)  # (total, replica id, ...): ties break on replica id
         best = _as_score(best_p)
         affine_id = ctx.sessions.get(demand.session_id) if demand.session_id else None

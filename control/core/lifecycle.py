@@ -1,0 +1,59 @@
+"""Replica lifecycle outside rollouts: scale-to-zero of idle models and canary version picks.
+
+Scale-to-zero: when ``CoreConfig.scale_to_zero_idle_s`` is set, every replica of a model that
+had no work for that long is evicted (never during a rollout, never with work queued or in
+flight); the next request of the model cold-starts it through the normal cold-load path.
+
+Canary: a traffic split maps the model key a workflow names to served versions with integer
+weights; a run's version is a stable hash of its request id, so every node and retry of a run
+uses one version, and the share of runs per version follows the weights.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from control.core.context import CoreState
+from control.core.loads import evict
+from control.core.state import QueuedStep
+from control.core.types import ReplicaState
+
+
+def scale_to_zero(st: CoreState) -> None:
+    """Evict the replicas of models idle for the configured time; re-arm the next check."""
+    idle_s = st.config.scale_to_zero_idle_s
+    if idle_s is None or (st.idle_check_at is not None and st.now < st.idle_check_at):
+        return
+    if st.rollout is not None and st.rollout.state in ("loading", "draining"):
+        return
+    st.idle_check_at = None
+    for model_key in sorted(st.cluster.by_model):
+        reps = list(st.cluster.by_model[model_key].values())
+        if not reps or any(
+            r.inflight is not None or r.queue or r.state != ReplicaState.READY for r in reps
+        ):
+            continue
+        last = max(r.last_used for r in reps)
+        if st.now >= last + idle_s:
+            for r in sorted(reps, key=lambda r: r.replica_id):
+                evict(st, r, f"scale to zero: {model_key} had no work for "
+                      f"{st.now - last:.1f} s (minimum idle {idle_s:g} s)")  # fmt: skip
+            st.counters["scale_to_zero.evicted_models"] += 1
+        else:
+            due = last + idle_s
+            st.idle_check_at = due if st.idle_check_at is None else min(st.idle_check_at, due)
+
+
+def pick_variant(st: CoreState, step: QueuedStep) -> str:
+    """The served model key for a step: its own key, or a canary version by weight."""
+    key = step.model_key or ""
+    split = st.splits.get(key)
+    if not split:
+        return key
+    total = sum(w for _, w in split)
+    point = zlib.crc32(step.run.request.request_id.encode()) % total
+    for variant, weight in split:
+        if point < weight:
+            return variant
+        point -= weight
+    return split[-1][0]
