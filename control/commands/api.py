@@ -1,0 +1,175 @@
+"""``legato api`` (the HTTP gateway over the live runtime) and ``legato loadgen``.
+
+``api`` reads the settings once, migrates nothing (run ``legato db upgrade`` first), builds the
+services, the one-model workflows and the live runtime over the local executor, and serves the
+app with uvicorn; the runtime starts and stops with the app. ``--no-runtime`` serves the admin
+API alone (inference routes then answer 503).
+
+``loadgen`` replays a trace against a running gateway as several tenants, with a progress bar
+and a summary table. Tenant keys come from ``--key tenant=KEY`` or, with the admin token, are
+issued for the run through the admin API (label ``loadgen``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import typer
+
+log = logging.getLogger("legato.api")
+
+
+def build_gateway(with_runtime: bool = True) -> Any:
+    """The app as ``legato api`` serves it (settings read once, here)."""
+    from control.api.app import create_app
+    from control.api.settings import GatewaySettings, gateway_config
+    from control.config import get_settings
+    from control.services import build_services
+    from control.services.workflow_validation import make_spec_validator
+    from db.session import make_engine, make_session_factory
+
+    settings, gateway = get_settings(), GatewaySettings()
+    factory = make_session_factory(make_engine(settings.resolved_database_url()))
+    validator = make_spec_validator(factory)
+    services = build_services(factory, workflow_validator=validator,
+                              key_pepper=gateway.key_pepper.get_secret_value().encode())  # fmt: skip
+    inference = _inference(settings, factory, services) if with_runtime else None
+
+    @asynccontextmanager
+    async def lifespan(_app: Any):  # noqa: ANN202
+        if inference is not None:
+            await inference.start()
+        try:
+            yield
+        finally:
+            if inference is not None:
+                await inference.stop()
+
+    return create_app(services, gateway_config(settings, gateway), spec_validator=validator,
+                      inference=inference, lifespan=lifespan)  # fmt: skip
+
+
+def _inference(settings: Any, factory: Any, services: Any) -> Any:
+    from control.api.live import build_inference
+    from control.executor.devices import discover_devices
+    from control.executor.local import ExecutorConfig, LocalExecutor
+
+    found = discover_devices(settings.cpu_worker_slots, None, True)
+    config = ExecutorConfig(cache_dir=str(settings.var_dir / "models"),
+                            torch_threads=settings.torch_threads, poll_queue=False)  # fmt: skip
+    return build_inference(factory, services, LocalExecutor(config, found))
+
+
+def api(
+    host: Annotated[str | None, typer.Option(help="listen address (default: settings)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default: settings)")] = None,
+    runtime: Annotated[bool, typer.Option(help="run the live runtime (inference)")] = True,
+) -> None:
+    """Serve the API gateway (tenant inference + admin API) until interrupted."""
+    import uvicorn
+
+    from control.config import get_settings
+
+    settings = get_settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    app = build_gateway(with_runtime=runtime)
+    uvicorn.run(app, host=host or settings.api_host, port=port or settings.api_port,
+                log_level="info", access_log=False)  # fmt: skip
+
+
+def _parse_keys(pairs: list[str]) -> dict[str, str]:
+    keys = {}
+    for pair in pairs:
+        tenant, sep, key = pair.partition("=")
+        if not sep or not tenant or not key:
+            raise typer.BadParameter(f"--key {pair!r}: expected tenant=KEY")
+        keys[tenant] = key
+    return keys
+
+
+async def _issue_keys(client: Any, tenants: list[str], admin: str) -> dict[str, str]:
+    """Issue one key per named tenant through the admin API."""
+    headers = {"Authorization": f"Bearer {admin}"}
+    found = (await client.get("/admin/tenants", params={"limit": 1000}, headers=headers)).json()
+    ids = {t["name"]: t["id"] for t in found.get("items", [])}
+    keys = {}
+    for name in tenants:
+        if name not in ids:
+            raise typer.BadParameter(f"tenant {name!r} does not exist on the gateway")
+        r = await client.post(f"/admin/tenants/{ids[name]}/keys", json={"label": "loadgen"},
+                              headers=headers)  # fmt: skip
+        r.raise_for_status()
+        keys[name] = r.json()["key"]
+    return keys
+
+
+def loadgen(
+    url: Annotated[str, typer.Option(help="gateway base URL")] = "http://127.0.0.1:8700",
+    trace: Annotated[str, typer.Option(help="azure | mooncake | servegen")] = "azure",
+    route: Annotated[str, typer.Option(help="chat | completions | embeddings | workflow")] = "chat",
+    model: Annotated[str, typer.Option(help="model for the one-model routes")] = "smollm2-135m",
+    workflow: Annotated[str, typer.Option(help="name:version for --route workflow")] = "rag:1",
+    tenant: Annotated[list[str], typer.Option(help="tenant name (repeat)")] = ["acme", "globex", "initech"],  # noqa: B006
+    weight: Annotated[list[int], typer.Option(help="tenant weight, in --tenant order")] = [],  # noqa: B006
+    key: Annotated[list[str], typer.Option(help="tenant=KEY (else issued with the admin token)")] = [],  # noqa: B006
+    rate: Annotated[float, typer.Option(help="time scale: 2.0 replays twice as fast")] = 1.0,
+    max_requests: Annotated[int, typer.Option(help="stop after this many requests")] = 200,
+    span: Annotated[float, typer.Option(help="seconds of (scaled) trace to replay")] = 120.0,
+    max_output_tokens: Annotated[int, typer.Option(help="cap per request")] = 16,
+) -> None:
+    """Replay a trace against the API as several tenants; print a summary table."""
+    from control.services.loadgen import LoadConfig
+
+    config = LoadConfig(trace=trace, route=route, model=model, workflow=workflow,
+                        rate_factor=rate, max_requests=max_requests, span_s=span,
+                        max_output_tokens=max_output_tokens)  # fmt: skip
+    asyncio.run(_loadgen(url, config, tenant, weight or None, _parse_keys(key)))
+
+
+async def _loadgen(url: str, config: Any, tenants: list[str], weights: Any, keys: dict) -> None:
+    import httpx
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from control.config import get_settings
+    from control.runtime.clock import monotonic
+    from control.services import loadgen as lg
+
+    calls = lg.plan_calls(config, lg.arrivals(config, tenants, weights))
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=url, limits=limits) as client:
+        missing = [t for t in tenants if t not in keys]
+        if missing:
+            admin = get_settings().admin_token
+            if admin is None:
+                raise typer.BadParameter(f"no --key for {missing} and no LEGATO_ADMIN_TOKEN")
+            keys |= await _issue_keys(client, missing, admin.get_secret_value())
+        with Progress() as progress:
+            bar = progress.add_task(f"{config.trace} -> {config.route}", total=len(calls))
+            start = monotonic()
+            outcomes = await lg.run_load(client, calls, keys, timeout_s=config.timeout_s,
+                                         on_done=lambda _o: progress.advance(bar))  # fmt: skip
+            wall = monotonic() - start
+    Console().print(summary_table(lg.summarise(outcomes, wall)))
+
+
+def summary_table(rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="load generator summary")
+    for col in ("tenant", "sent", "ok", "429", "errors", "req/s", "p50 ms", "p99 ms"):
+        table.add_column(col, justify="right" if col != "tenant" else "left")
+    for r in rows:
+        fmt = (lambda v: "-" if v is None else f"{v:.0f}")  # noqa: E731
+        table.add_row(r.tenant, str(r.sent), str(r.ok), str(r.rejected), str(r.errors),
+                      f"{r.throughput_rps:.2f}", fmt(r.p50_ms), fmt(r.p99_ms))  # fmt: skip
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``api`` and ``loadgen`` to the ``legato`` command."""
+    app.command("api")(api)
+    app.command("loadgen")(loadgen)

@@ -1,0 +1,103 @@
+"""``legato profile``: measure latency tables of the local models and store them.
+
+For every active model with local weights (or the ones named with ``--model``) it runs the
+executor's profiler on this machine (one core, one torch thread, like a worker), then writes one
+``model_latency_profiles`` row per (device type, batch size, tokens) point through the audited
+service (an existing point is updated) and the raw rows as CSV under ``<var_dir>/profiles/``.
+The twin and the live core read the rows back through ``load_fleet_state``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ACTOR = "legato-profile"
+
+
+def _store(services, model_id: int, rows) -> int:  # noqa: ANN001
+    """Upsert one DB point per (device type, batch, tokens); returns how many were written."""
+    points: dict[tuple[str, int, int], dict] = {}
+    for r in rows:
+        point = points.setdefault((r.device_type, r.batch_size, r.input_tokens), {})
+        if r.phase in ("forward", "prefill"):
+            point["latency_us"] = r.latency_us
+        else:
+            point["decode_us_per_token"] = r.latency_us
+    existing = {
+        (p.device_type, p.batch_size, p.num_tokens): p
+        for p in services.latency_profiles.list(model_id=model_id)
+    }
+    for (dtype, batch, tokens), values in sorted(points.items()):
+        values.setdefault("latency_us", 0)
+        current = existing.get((dtype, batch, tokens))
+        if current is None:
+            services.latency_profiles.create(
+                ACTOR, model_id=model_id, device_type=dtype, batch_size=batch, num_tokens=tokens,
+                **values,
+            )  # fmt: skip
+        else:
+            services.latency_profiles.update(ACTOR, current.id, **values)
+    return len(points)
+
+
+def _write_csv(folder: Path, model_key: str, rows) -> Path:  # noqa: ANN001
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{model_key.replace(':', '_').replace('/', '_')}.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0].as_dict()))
+        writer.writeheader()
+        writer.writerows(r.as_dict() for r in rows)
+    return path
+
+
+def profile(
+    model: Annotated[
+        list[str] | None, typer.Option("--model", help="name:version to profile")
+    ] = None,
+    batch_sizes: Annotated[str, typer.Option(help="comma-separated batch sizes")] = "1,2,4,8",
+    tokens: Annotated[str, typer.Option(help="comma-separated prompt lengths")] = "16,64",
+    repeats: Annotated[int, typer.Option(min=1, help="timed runs per point")] = 3,
+    device: Annotated[str, typer.Option(help="'cpu' or 'cuda:N'")] = "cpu",
+) -> None:
+    """Measure latency tables for the local devices; store them in the database and as CSV."""
+    import torch
+
+    from control.config import get_settings
+    from control.executor.profile import profile_model
+    from control.services import build_services
+    from control.services.fleet_state import load_fleet_state
+    from db.session import make_engine, make_session_factory, session_scope
+
+    settings = get_settings()
+    torch.set_num_threads(settings.torch_threads)
+    if device == "cpu" and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, like a worker slot
+    factory = make_session_factory(make_engine(settings.resolved_database_url()))
+    with session_scope(factory) as session:
+        fleet = load_fleet_state(session, include_declared=False)
+    services = build_services(factory)
+    ids = {f"{m.name}:{m.version}": m.id for m in services.models.list()}
+    wanted = model or sorted(fleet.model_refs)
+    unknown = [k for k in wanted if k not in fleet.model_refs]
+    if unknown:
+        typer.echo(f"error: no local weights for {', '.join(unknown)}", err=True)
+        raise typer.Exit(1)
+    sizes = [int(x) for x in batch_sizes.split(",")]
+    lengths = [int(x) for x in tokens.split(",")]
+    cache = settings.var_dir / "models"
+    for key in wanted:
+        rows = profile_model(fleet.model_refs[key], device, sizes, lengths, repeats=repeats,
+                             cache_dir=cache)  # fmt: skip
+        written = _store(services, ids[key], rows)
+        path = _write_csv(settings.var_dir / "profiles", key, rows)
+        typer.echo(f"{key}: {written} point(s) stored, rows in {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``profile`` to the ``legato`` command."""
+    app.command("profile")(profile)

@@ -1,0 +1,261 @@
+"""The actuator: carries out a ``StepPlan``'s actions on the executor. It decides nothing.
+
+Called by the driver right after ``step(now)``, on the event loop. It never blocks: executor
+calls return at once, and what must wait (loads, fetching outputs of a finished run, inputs that
+must be fetched first) runs as a task that puts its outcome into the driver's inbox.
+
+* ``Dispatch`` of a model: an executor ``Batch`` on the same replica id, the step's inputs mapped
+  (``mapping``); results come back through ``Completions``.
+* ``Dispatch`` of a tool: ``router``/``segment`` run here (``tools``); ``vector_search`` runs on
+  the executor's index replica of ``params["index"]`` on the device holding the embedding.
+* ``LoadModel``/``EvictReplica``: executor load/unload; a load's outcome is ingested as
+  ``ReplicaLoaded``/``ReplicaLoadFailed``.
+* ``Reject``/``RunFinished``: the caller's ``RunHandle`` is resolved (outputs fetched first).
+* ``Preempt``: its in-flight keys are dropped (the executor has no cancel; results are ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from control.core.actions import Dispatch, EvictReplica, LoadModel, Preempt, Reject, RunFinished
+from control.core.events import ReplicaLoaded, ReplicaLoadFailed
+from control.core.types import StepResult
+from control.executor.base import Batch, Executor, ExecutorError, ModelRef
+from control.runtime import clock, mapping
+from control.runtime.completions import Completions
+from control.runtime.metrics import RuntimeMetrics
+from control.runtime.outputs import collect_outputs
+from control.runtime.state import Ingest, PendingBatch, Record, RunState, failed_item
+from control.runtime.tools import HOST_TOOLS, ToolInputError
+from control.runtime.types import RunResult, UsageRecord
+
+log = logging.getLogger(__name__)
+
+HOST = "host"
+
+
+class Actuator:
+    def __init__(
+        self,
+        executor: Executor,
+        completions: Completions,
+        runs: dict[str, RunState],
+        model_refs: Mapping[str, ModelRef],
+        index_replicas: dict[str, dict[str, str]],  # index name -> device id -> replica id
+        metrics: RuntimeMetrics,
+        put: Callable[[Record], None],
+        stream_tokens: bool = True,
+    ) -> None:
+        self.ex = executor
+        self.done = completions
+        self.runs = runs
+        self.model_refs = model_refs
+        self.index_replicas = index_replicas
+        self.metrics = metrics
+        self.put = put
+        self.stream_tokens = stream_tokens
+        self.payloads: dict[str, Mapping[str, Any]] = {}
+        self.host_outputs: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.stores = mapping.Stores(
+            self.payloads, self.host_outputs, completions.exec_held, self._kind_of
+        )
+        self._apply = {
+            Dispatch: self._dispatch,
+            LoadModel: self._load,
+            EvictReplica: self._evict,
+            Reject: self._reject,
+            RunFinished: self._finished,
+            Preempt: self._preempt,
+        }
+
+    def _kind_of(self, run_id: str, node_id: str) -> str:
+        run = self.runs.get(run_id)
+        return run.kinds.get(node_id, "") if run else ""
+
+    def spawn(self, coro) -> None:  # noqa: ANN001
+        """Run ``coro`` as a task the runtime keeps until it ends (cancelled at stop)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def apply(self, actions, now: float) -> None:  # noqa: ANN001
+        """Carry out every action of a plan, in plan order."""
+        for action in actions:
+            handler = self._apply.get(type(action))
+            if handler is None:
+                continue  # MoveStep, StepRetried: bookkeeping inside the core
+            try:
+                handler(action, now)
+            except Exception:  # one bad action must not stop the loop: log, go on
+                log.exception("could not carry out %r", action)
+
+    # ---- dispatch
+    def _dispatch(self, d: Dispatch, now: float) -> None:
+        if d.replica_id is None and d.tool in HOST_TOOLS:
+            return self._host_tool(d, now)
+        replica, device = d.replica_id, d.device_ids[0] if d.device_ids else "?"
+        if d.replica_id is None:
+            replica, device = self._index_replica(d)
+        pb = PendingBatch(d, {i.idempotency_key: i for i in d.items}, now, device, replica)
+        self.done.expect(pb)
+        kind = d.tool or d.items[0].task
+        ready, fetching = [], []
+        for item in d.items:
+            if replica is None:
+                self._settle(pb, item, f"no {d.tool} replica serves {item.params.get('index')!r}")
+                continue
+            try:
+                inputs = mapping.resolve_inputs(item, kind, self.stores)
+            except (mapping.InputUnavailable, IndexError, TypeError) as err:
+                self._settle(pb, item, f"input unavailable: {err}")
+                continue
+            params = mapping.gen_params(item, kind, self.stream_tokens)
+            target = fetching if mapping.pending_fetches(inputs) else ready
+            target.append(mapping.exec_item(item, inputs, params))
+        if ready:
+            self.ex.submit(Batch(d.batch_id, replica, tuple(ready)))
+        if fetching:
+            self.spawn(self._fetch_then_submit(d.batch_id, replica, fetching))
+
+    def _index_replica(self, d: Dispatch) -> tuple[str | None, str]:
+        index = str(d.items[0].params.get("index", ""))
+        by_device = self.index_replicas.get(index, {})
+        near = [r.device_id for b in d.items[0].inputs for r in b.refs if r.device_id]
+        for dev in (*near, *sorted(by_device)):
+            if dev in by_device:
+                return by_device[dev], dev
+        return None, HOST
+
+    def _settle(self, pb: PendingBatch, item, error: str) -> None:  # noqa: ANN001
+        for rec in self.done.settle(pb.dispatch.batch_id, item.idempotency_key,
+                                    failed_item(item, error), clock.monotonic()):  # fmt: skip
+            self.put(rec)
+
+    async def _fetch_then_submit(self, batch_id: str, replica: str, items: list) -> None:
+        fetches = {f for it in items for f in mapping.pending_fetches(it.inputs)}
+        fetched = {}
+        for f in fetches:
+            out = await asyncio.wrap_future(self.ex.fetch_output(f.run_id, f.exec_node))
+            fetched[f] = out[f.field] if f.select is None else out[f.field][f.select]
+        ready = [replace(it, inputs=mapping.substitute(it.inputs, fetched)) for it in items]
+        self.ex.submit(Batch(batch_id, replica, tuple(ready)))
+
+    def _host_tool(self, d: Dispatch, now: float) -> None:
+        pb = PendingBatch(d, {i.idempotency_key: i for i in d.items}, now, HOST, None)
+        self.done.expect(pb)
+        tool = HOST_TOOLS[d.tool or ""]
+        for item in d.items:
+            started = clock.perf_counter()
+            try:
+                inputs = mapping.resolve_inputs(item, tool.name, self.stores)
+                out = tool.run(inputs, item.params)
+            except (ToolInputError, mapping.InputUnavailable) as err:
+                self._settle(pb, item, str(err))
+                continue
+            device_ms = (clock.perf_counter() - started) * 1000.0
+            node = mapping.exec_node(item.node_id, item.chunk)
+            self.host_outputs[(item.request_id, node)] = out.value
+            pb.device_ms = max(pb.device_ms, device_ms)
+            self._bill_tool(item, tool.name, out.input_tokens, device_ms)
+            result = StepResult(
+                key=item.key, ok=True, input_tokens=out.input_tokens,
+                route_label=out.label, item_count=out.item_count,
+            )  # fmt: skip
+            for rec in self.done.settle(d.batch_id, item.idempotency_key, result, now):
+                self.put(rec)
+
+    def _bill_tool(self, item, tool: str, tokens: int, device_ms: float) -> None:  # noqa: ANN001
+        if item.idempotency_key in self.done.billed:
+            return
+        self.done.billed.add(item.idempotency_key)
+        run = self.runs.get(item.request_id)
+        if run is None:
+            return
+        rec = UsageRecord(
+            item.request_id, run.request.tenant_id, run.request.workflow, item.node_id,
+            item.idempotency_key, item.attempt, tool, HOST, None, tokens, 0,
+            int(device_ms * 1000), self.done.cost.cost_units(tool, tokens, 0), 1,
+        )  # fmt: skip
+        self.done.record_usage(run, rec)
+
+    # ---- replicas
+    def _load(self, a: LoadModel, now: float) -> None:
+        ref = self.model_refs.get(a.model_key)
+        if ref is None:
+            reason = f"no local weights for {a.model_key} (declared only)"
+            self.put(Ingest(ReplicaLoadFailed(a.replica_id, reason)))
+            return
+        self.spawn(self.load_replica(a.replica_id, ref, a.device_ids[0], None))
+
+    async def load_replica(
+        self, replica_id: str, ref: ModelRef, device: str, adopt: tuple[str, str] | None
+    ) -> bool:
+        """Load on the executor; ingest the outcome. ``adopt`` = (model key, pool) for a replica
+        the core did not ask for (start-up placement, restoring after a worker restart)."""
+        try:
+            report = await asyncio.wrap_future(self.ex.load(replica_id, ref, device))
+        except ExecutorError as err:
+            self.put(Ingest(ReplicaLoadFailed(replica_id, str(err))))
+            return False
+        if not report.ok:
+            if adopt is None:
+                self.put(Ingest(ReplicaLoadFailed(replica_id, report.reason)))
+            log.warning("load of %s on %s failed: %s", replica_id, device, report.reason)
+            return False
+        if adopt is None:
+            self.put(Ingest(ReplicaLoaded(replica_id)))
+        else:
+            self.put(Ingest(ReplicaLoaded(replica_id, adopt[0], (device,), adopt[1])))
+        return True
+
+    def _evict(self, a: EvictReplica, now: float) -> None:
+        try:
+            self.ex.unload(a.replica_id)
+        except ExecutorError as err:
+            log.info("evict %s: %s", a.replica_id, err)
+
+    # ---- runs
+    def _reject(self, a: Reject, now: float) -> None:
+        run = self.runs.pop(a.request_id, None)
+        self.payloads.pop(a.request_id, None)
+        if run is not None:
+            self.metrics.run_done(run.request.workflow, "rejected", now - run.submitted_at)
+            run.handle.resolve(
+                RunResult(a.request_id, "rejected", {}, a.reason, a.reason, (), a.retry_after_s)
+            )
+
+    def _preempt(self, a: Preempt, now: float) -> None:
+        log.info("preempted %s (%d step(s) in flight dropped): %s", a.request_id,
+                 len(a.cancel_keys), a.reason)  # fmt: skip
+
+    def _finished(self, a: RunFinished, now: float) -> None:
+        self.spawn(self._finish_run(a, now))
+
+    async def _finish_run(self, a: RunFinished, now: float) -> None:
+        run = self.runs.get(a.request_id)
+        outputs: dict[str, Any] = {}
+        error = a.error
+        if a.status == "succeeded":
+            try:
+                outputs = await collect_outputs(a.outputs, self.stores, self.ex)
+            except Exception as err:  # an output lost with its worker: the run fails, loop lives
+                error = f"output unavailable: {err}"
+        status = a.status if error is None or a.status != "succeeded" else "failed"
+        self.ex.release_run(a.request_id)
+        self.payloads.pop(a.request_id, None)
+        for key in [k for k in self.host_outputs if k[0] == a.request_id]:
+            del self.host_outputs[key]
+        for key in [k for k in self.done.exec_held if k[0] == a.request_id]:
+            self.done.exec_held.discard(key)
+        self.runs.pop(a.request_id, None)
+        if run is None:
+            return
+        self.metrics.run_done(run.request.workflow, status, clock.monotonic() - run.submitted_at)
+        result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage))
+        run.handle.resolve(result)

@@ -1,0 +1,206 @@
+"""Executor events -> records for the core, usage and streamed text.
+
+``Completions.on_event`` is called by the driver for every executor event and returns the
+records (``Complete``, ``Ingest``) the driver feeds the core at the same instant. It holds the
+batches in flight: an item result is matched to every batch waiting for its idempotency key
+(the executor runs a key once even when a retry of it was dispatched again), and a batch is
+complete when all its items are back.
+
+Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
+never for a failed attempt and never for a replayed answer.
+
+A worker that dies reports its items failed-retriable and then ``WorkerDown``. The failures are
+held until the ``WorkerDown`` so the core marks the device down first and retries elsewhere,
+not on the dead replica.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from control.core.events import DeviceDown, OutputStarted, ReplicaUnloaded
+from control.core.tenancy.cost import CostModel
+from control.core.types import BLOCK_TOKENS, StepResult
+from control.executor.base import (
+    BreakerChanged,
+    ItemCompleted,
+    ItemResult,
+    ReplicaEvicted,
+    TokenDelta,
+    WorkerDown,
+    WorkerUp,
+)
+from control.runtime.metrics import RuntimeMetrics
+from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
+from control.runtime.types import StreamDelta, UsageRecord
+
+log = logging.getLogger(__name__)
+
+
+class Completions:
+    def __init__(
+        self,
+        runs: dict[str, RunState],
+        cost: CostModel,
+        metrics: RuntimeMetrics,
+        usage_sink: Callable[[UsageRecord], None] | None,
+        on_worker_down: Callable[[str], None],
+        on_worker_up: Callable[[str], list[Record]],
+    ) -> None:
+        self.runs = runs
+        self.cost = cost
+        self.metrics = metrics
+        self.usage_sink = usage_sink
+        self.on_worker_down = on_worker_down
+        self.on_worker_up = on_worker_up
+        self.down: set[str] = set()  # devices whose worker died and has not come back
+        self.pending: dict[str, PendingBatch] = {}
+        self.waiting: dict[str, list[str]] = {}  # idempotency key -> batch ids
+        self.billed: set[str] = set()
+        self.exec_held: set[tuple[str, str]] = set()
+        self._held: dict[str, list[ItemResult]] = {}  # device -> failures before WorkerDown
+
+    # ---- registration (actuator side)
+    def expect(self, batch: PendingBatch) -> None:
+        """Wait for the items of a dispatched batch."""
+        self.pending[batch.dispatch.batch_id] = batch
+        for key in batch.items:
+            self.waiting.setdefault(key, []).append(batch.dispatch.batch_id)
+
+    def settle(self, batch_id: str, key: str, result: StepResult, now: float) -> list[Record]:
+        """Record one item's result given by the runtime itself (host tool, missing input)."""
+        waiting = self.waiting.get(key, [])
+        if batch_id in waiting:
+            waiting.remove(batch_id)
+        if not waiting:
+            self.waiting.pop(key, None)
+        return self._add(batch_id, key, result, now)
+
+    # ---- executor events
+    def on_event(self, event: object, now: float) -> list[Record]:
+        handler = self._handlers.get(type(event))
+        return handler(self, event, now) if handler else []
+
+    def _item(self, ev: ItemCompleted, now: float) -> list[Record]:
+        r = ev.result
+        if r.retriable and (r.error or "").startswith(f"worker {r.device_id} down"):
+            self._held.setdefault(r.device_id, []).append(r)
+            return []
+        return self._result(r, now)
+
+    def _result(self, r: ItemResult, now: float) -> list[Record]:
+        if r.ok:
+            self.exec_held.add((r.step.run_id, r.step.node_id))
+        out: list[Record] = []
+        for batch_id in self.waiting.pop(r.idempotency_key, []):
+            pb = self.pending.get(batch_id)
+            if pb is None:
+                continue
+            item = pb.items[r.idempotency_key]
+            pb.device_ms = max(pb.device_ms, r.device_ms)
+            if r.ok and not r.replayed:
+                self._bill(pb, r)
+            out.extend(self._add(batch_id, r.idempotency_key, _step_result(item.key, r), now))
+        return out
+
+    def _add(self, batch_id: str, key: str, result: StepResult, now: float) -> list[Record]:
+        pb = self.pending.get(batch_id)
+        if pb is None:
+            return []
+        pb.results[pb.items[key].key] = result
+        if not pb.complete:
+            return []
+        del self.pending[batch_id]
+        d = pb.dispatch
+        self.metrics.batch_done(d.model_key or d.tool or "?", pb.device, len(d.items), pb.device_ms,
+                                now - pb.dispatched_at)  # fmt: skip
+        return [Complete(pb.batch_result())]
+
+    def _bill(self, pb: PendingBatch, r: ItemResult) -> None:
+        if r.idempotency_key in self.billed:
+            return
+        self.billed.add(r.idempotency_key)
+        run = self.runs.get(r.step.run_id)
+        item = pb.items[r.idempotency_key]
+        model = pb.dispatch.model_key or pb.dispatch.tool or "?"
+        self.metrics.tokens(model, r.input_tokens, r.output_tokens, r.prefix_hit_tokens)
+        if run is None:
+            return
+        rec = UsageRecord(
+            request_id=r.step.run_id, tenant_id=run.request.tenant_id,
+            workflow=run.request.workflow, node_id=item.node_id,
+            idempotency_key=r.idempotency_key, attempt=item.attempt, model=model,
+            device=r.device_id, replica=r.replica_id, input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            device_us=int(r.device_ms * 1000 / max(1, r.batch_size)),
+            cost_units=self.cost.cost_units(model, r.input_tokens, r.output_tokens),
+            batch_size=r.batch_size,
+        )  # fmt: skip
+        self.record_usage(run, rec)
+
+    def record_usage(self, run: RunState, rec: UsageRecord) -> None:
+        run.usage.append(rec)
+        if self.usage_sink is not None:
+            try:
+                self.usage_sink(rec)
+            except Exception:  # the sink is the API's; its failure must not stop the loop
+                log.exception("usage sink failed for %s", rec.idempotency_key)
+
+    def _delta(self, ev: TokenDelta, now: float) -> list[Record]:
+        run = self.runs.get(ev.step.run_id)
+        if run is None:
+            return []
+        run.handle.push(StreamDelta(ev.step.run_id, ev.step.node_id, ev.index, ev.text))
+        if run.first_token_at is None:
+            run.first_token_at = now
+            self.metrics.first_token(run.request.workflow, now - run.submitted_at)
+            return [Ingest(OutputStarted(ev.step.run_id))]
+        return []
+
+    def _down(self, ev: WorkerDown, now: float) -> list[Record]:
+        log.warning("device %s down: %s (lost %s)", ev.device_id, ev.reason, ev.lost_replicas)
+        self.metrics.worker_down(ev.device_id)
+        self.down.add(ev.device_id)
+        self.on_worker_down(ev.device_id)
+        out: list[Record] = [Ingest(DeviceDown(ev.device_id, ev.reason))]
+        for r in self._held.pop(ev.device_id, []):
+            out.extend(self._result(r, now))
+        return out
+
+    def _up(self, ev: WorkerUp, now: float) -> list[Record]:
+        if ev.device_id not in self.down:
+            return []  # a first heartbeat at start-up: nothing was lost
+        self.down.discard(ev.device_id)
+        return self.on_worker_up(ev.device_id)
+
+    def _evicted(self, ev: ReplicaEvicted, now: float) -> list[Record]:
+        return [Ingest(ReplicaUnloaded(ev.replica_id))]
+
+    def _breaker(self, ev: BreakerChanged, now: float) -> list[Record]:
+        log.warning("breaker of %s is %s: %s", ev.replica_id, ev.state, ev.reason)
+        return []
+
+    _handlers: dict[type, Any] = {
+        ItemCompleted: _item,
+        TokenDelta: _delta,
+        WorkerDown: _down,
+        WorkerUp: _up,
+        ReplicaEvicted: _evicted,
+        BreakerChanged: _breaker,
+    }
+
+
+def _step_result(key: str, r: ItemResult) -> StepResult:
+    return StepResult(
+        key=key,
+        ok=r.ok,
+        input_tokens=r.input_tokens,
+        output_tokens=r.output_tokens,
+        prefix_hit_blocks=r.prefix_hit_tokens // BLOCK_TOKENS,
+        first_token=r.output_tokens > 0,
+        route_label=r.label,
+        item_count=r.item_count if r.ok else None,
+        error=r.error,
+    )

@@ -1,0 +1,209 @@
+"""``LiveRuntime``: the facade the API uses to run workflows on the real executor.
+
+``await start()`` starts the executor's workers, builds the core with ``build_core`` (the same
+wiring as the twin), loads the initial replicas and index replicas and starts the driver.
+``submit_run`` returns a :class:`RunHandle` at once; ``snapshot()`` is the core's view;
+``await ingest(event)`` applies a config change (raises the core's refusal); ``await stop()``
+ends everything. All methods are called on the runtime's event loop.
+
+The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
+idempotency key), on the loop thread, so the API can append ledger entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from control.core.assembly import CoreBlueprint, build_core
+from control.core.events import DeviceUp
+from control.core.latency import LatencyModel
+from control.executor.base import Executor, ModelRef
+from control.runtime import clock
+from control.runtime.actuator import Actuator
+from control.runtime.completions import Completions
+from control.runtime.driver import Driver
+from control.runtime.metrics import RuntimeMetrics
+from control.runtime.state import ExecEvent, IndexSpec, Ingest, Record, RunState, Submit
+from control.runtime.types import RunHandle, RunRequest, RunResult, StreamDelta, UsageRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class InitialReplica:
+    """A replica to load at start-up (the active placement, or one per local model)."""
+
+    model_key: str
+    device_id: str
+    pool: str = "hot"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    stream_tokens: bool = field(default=True, metadata={"help": "stream generate tokens"})
+    sample_every_s: float = field(default=1.0, metadata={"help": "metrics sampling interval"})
+    ready_timeout_s: float = field(default=120.0, metadata={"help": "wait for workers at start"})
+    indexes: tuple[IndexSpec, ...] = field(
+        default=(), metadata={"help": "vector indexes, one replica on every device"}
+    )
+
+
+class LiveRuntime:
+    def __init__(
+        self,
+        blueprint: CoreBlueprint,
+        latency: LatencyModel,
+        executor: Executor,
+        model_refs: Mapping[str, ModelRef],
+        placement: Sequence[InitialReplica] = (),
+        config: RuntimeConfig = RuntimeConfig(),
+        usage_sink: Callable[[UsageRecord], None] | None = None,
+        metrics: RuntimeMetrics | None = None,
+    ) -> None:
+        self.blueprint = blueprint
+        self.latency = latency
+        self.executor = executor
+        self.model_refs = dict(model_refs)
+        self.placement = tuple(placement)
+        self.config = config
+        self.metrics = metrics or RuntimeMetrics()
+        self.usage_sink = usage_sink
+        self.runs: dict[str, RunState] = {}
+        self.index_replicas: dict[str, dict[str, str]] = {}
+        self._home: dict[str, list[tuple[str, str, str]]] = {}  # device -> replicas to restore
+        self._restarts: dict[str, int] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.driver: Driver | None = None
+        self.actuator: Actuator | None = None
+
+    # ---- lifecycle
+    async def start(self) -> None:
+        """Start workers, core, driver; load the initial replicas (waits for them)."""
+        self.executor.start()
+        ready = await asyncio.to_thread(self._wait_ready)
+        if not ready:
+            raise RuntimeError("executor workers did not start in time")
+        core = build_core(self.blueprint, self.latency, clock.monotonic())
+        done = Completions(self.runs, self.blueprint.cost, self.metrics, self.usage_sink,
+                           self._worker_down, self._worker_up)  # fmt: skip
+        self.driver = Driver(core, None, done, self.metrics, self._refused,  # type: ignore[arg-type]
+                             self.config.sample_every_s)  # fmt: skip
+        self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
+                                 self.index_replicas, self.metrics, self.driver.put,
+                                 self.config.stream_tokens)  # fmt: skip
+        self.driver.actuator = self.actuator
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.driver.run()), loop.create_task(self._forward())]
+        await asyncio.gather(*self._initial_loads())
+
+    def _wait_ready(self) -> bool:
+        wait = getattr(self.executor, "wait_ready", None)
+        return True if wait is None else bool(wait(self.config.ready_timeout_s))
+
+    def _initial_loads(self) -> list:
+        assert self.actuator is not None
+        loads = []
+        for i, p in enumerate(self.placement):
+            rid = f"{p.model_key}@{p.device_id}/init{i}"
+            self._home.setdefault(p.device_id, []).append((rid, p.model_key, p.pool))
+            ref = self.model_refs[p.model_key]
+            loads.append(self.actuator.load_replica(rid, ref, p.device_id, (p.model_key, p.pool)))
+        for index in self.config.indexes:
+            for dev in sorted(d.device_id for d in self.blueprint.devices):
+                loads.append(self._load_index(index, dev, 0))
+        return loads
+
+    async def _load_index(self, index: IndexSpec, device: str, gen: int) -> None:
+        rid = f"index:{index.name}@{device}/{gen}"
+        ref = ModelRef(f"index:{index.name}", "vector_search", "tool",
+                       options={"documents": list(index.documents), "embed_model": index.embed_ref})  # fmt: skip
+        report = await asyncio.wrap_future(self.executor.load(rid, ref, device))
+        if report.ok:
+            self.index_replicas.setdefault(index.name, {})[device] = rid
+        else:
+            log.warning("index %s on %s did not load: %s", index.name, device, report.reason)
+
+    async def _forward(self) -> None:
+        assert self.driver is not None
+        async for event in self.executor.events():
+            self.driver.put(ExecEvent(event))
+
+    async def stop(self) -> None:
+        """Stop the driver and the executor; unfinished runs resolve as failed."""
+        if self.driver is not None:
+            self.driver.stop()
+            await asyncio.wait(self._tasks[:1], timeout=5)
+        for task in [*self._tasks, *(self.actuator.tasks if self.actuator else ())]:
+            task.cancel()
+        await asyncio.to_thread(self.executor.stop)
+        for run in list(self.runs.values()):
+            rid = run.request.request_id
+            run.handle.resolve(RunResult(rid, "failed", {}, "runtime stopped", "runtime stopped"))
+        self.runs.clear()
+
+    # ---- the API's side
+    def submit_run(self, run: RunRequest) -> RunHandle:
+        """Queue a run; returns its handle at once. A request id already running is refused
+        (the handle resolves ``failed`` naming it)."""
+        assert self.driver is not None and self.actuator is not None, "call start() first"
+        loop = asyncio.get_running_loop()
+        rid = run.request_id
+        handle = RunHandle(rid, loop)
+        if rid in self.runs:
+            handle.resolve(RunResult(rid, "failed", {}, f"request_id {rid!r} is already running",
+                                     "duplicate request"))  # fmt: skip
+            return handle
+        kinds, models = self._nodes(run.request.workflow)
+        self.runs[rid] = RunState(handle, run.request, kinds, models, clock.monotonic())
+        self.actuator.payloads[rid] = dict(run.payload)
+        self.driver.put(Submit(run.request))
+        return handle
+
+    def stream(self, run_id: str) -> AsyncIterator[StreamDelta]:
+        """Token deltas of a running run (raises KeyError for an unknown run)."""
+        return self.runs[run_id].handle.stream()
+
+    def snapshot(self):  # noqa: ANN201 - CoreSnapshot
+        assert self.driver is not None, "call start() first"
+        return self.driver.snapshot()
+
+    async def ingest(self, event: object) -> None:
+        """Apply a config change at the next instant; raises what the core refused."""
+        assert self.driver is not None, "call start() first"
+        reply = asyncio.get_running_loop().create_future()
+        self.driver.put(Ingest(event, reply))
+        await reply
+
+    # ---- internals
+    def _nodes(self, workflow: str) -> tuple[dict[str, str], dict[str, str]]:
+        for spec in self.blueprint.workflows:
+            if spec.workflow == workflow:
+                return ({n.node_id: n.kind for n in spec.nodes},
+                        {n.node_id: n.model for n in spec.nodes if n.model})  # fmt: skip
+        return {}, {}
+
+    def _refused(self, request_id: str, reason: str) -> None:
+        run = self.runs.pop(request_id, None)
+        if run is not None:
+            run.handle.resolve(RunResult(request_id, "rejected", {}, reason, reason))
+
+    def _worker_down(self, device_id: str) -> None:
+        for by_device in self.index_replicas.values():
+            by_device.pop(device_id, None)
+
+    def _worker_up(self, device_id: str) -> list[Record]:
+        """A worker restarted: the device is up again; restore the replicas placed on it."""
+        specs = {d.device_id: d for d in self.blueprint.devices}
+        if device_id not in specs or self.actuator is None:
+            return []
+        n = self._restarts[device_id] = self._restarts.get(device_id, 0) + 1
+        for rid, model_key, pool in self._home.get(device_id, []):
+            ref = self.model_refs[model_key]
+            self.actuator.spawn(self.actuator.load_replica(f"{rid}.{n}", ref, device_id,
+                                                           (model_key, pool)))  # fmt: skip
+        for index in self.config.indexes:
+            self.actuator.spawn(self._load_index(index, device_id, n))
+        return [Ingest(DeviceUp(specs[device_id]))]

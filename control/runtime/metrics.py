@@ -1,0 +1,109 @@
+"""Prometheus metrics of the live runtime, in a registry of their own (the API serves it at
+``/metrics`` with ``prometheus_client.generate_latest(metrics.registry)``).
+
+Updated from the driver's thread only: batch completions and tokens as they happen, queue depth,
+device utilisation and preload figures from a periodic ``sample`` of the core's snapshot.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class RuntimeMetrics:
+    """The runtime's metrics. One instance per runtime; tests read them back from ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.queue_depth = Gauge(
+            "legato_queue_depth", "Steps queued per model (unplaced: no replica yet)",
+            ["model"], registry=r,
+        )  # fmt: skip
+        self.runs_in_flight = Gauge("legato_runs_in_flight", "Runs admitted, not ended", registry=r)
+        self.batch_size = Histogram(
+            "legato_batch_size", "Items per dispatched batch", ["model"],
+            buckets=_BATCH_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.step_latency = Histogram(
+            "legato_batch_latency_seconds", "Dispatch to completion of a batch", ["model"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.run_latency = Histogram(
+            "legato_run_latency_seconds", "Submit to end of a run", ["workflow", "status"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.ttft = Histogram(
+            "legato_time_to_first_token_seconds", "Submit to first streamed token", ["workflow"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.tokens_total = Counter(
+            "legato_tokens", "Tokens processed (real tokenizer counts)", ["model", "direction"],
+            registry=r,
+        )  # fmt: skip
+        self.prefix_hit_tokens = Counter(
+            "legato_prefix_cache_hit_tokens", "Prompt tokens served from a reused KV prefix",
+            ["model"], registry=r,
+        )  # fmt: skip
+        self.device_busy = Counter(
+            "legato_device_busy_seconds", "Measured compute time per device", ["device"],
+            registry=r,
+        )  # fmt: skip
+        self.device_util = Gauge(
+            "legato_device_utilization_ratio", "Busy share of the last sampling interval",
+            ["device"], registry=r,
+        )  # fmt: skip
+        self.preload = Gauge(
+            "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
+        )
+        self.workers_down = Counter(
+            "legato_worker_down", "Worker crashes or hangs detected", ["device"], registry=r
+        )
+        self._busy_since_sample: dict[str, float] = {}
+        self._last_sample: float | None = None
+
+    def batch_done(
+        self, model: str, device: str, size: int, device_ms: float, wall_s: float
+    ) -> None:
+        self.batch_size.labels(model).observe(size)
+        self.step_latency.labels(model).observe(wall_s)
+        self.device_busy.labels(device).inc(device_ms / 1000.0)
+        self._busy_since_sample[device] = self._busy_since_sample.get(device, 0.0) + device_ms
+
+    def tokens(self, model: str, tokens_in: int, tokens_out: int, prefix_hit: int) -> None:
+        self.tokens_total.labels(model, "input").inc(tokens_in)
+        self.tokens_total.labels(model, "output").inc(tokens_out)
+        if prefix_hit:
+            self.prefix_hit_tokens.labels(model).inc(prefix_hit)
+
+    def run_done(self, workflow: str, status: str, wall_s: float) -> None:
+        self.run_latency.labels(workflow, status).observe(wall_s)
+
+    def first_token(self, workflow: str, wall_s: float) -> None:
+        self.ttft.labels(workflow).observe(wall_s)
+
+    def worker_down(self, device: str) -> None:
+        self.workers_down.labels(device).inc()
+
+    def sample(self, snapshot, now: float) -> None:  # noqa: ANN001 - a CoreSnapshot
+        """Gauges from a core snapshot; utilisation over the time since the last sample."""
+        depth: dict[str, int] = {}
+        for replica in snapshot.replicas:
+            depth[replica.model_key] = depth.get(replica.model_key, 0) + replica.queue_len
+        depth["unplaced"] = len(snapshot.unplaced)
+        for model, n in depth.items():
+            self.queue_depth.labels(model).set(n)
+        self.runs_in_flight.set(len(snapshot.runs))
+        self.preload.labels("issued").set(snapshot.preload.issued)
+        self.preload.labels("hits").set(snapshot.preload.hits)
+        self.preload.labels("misses").set(snapshot.preload.misses)
+        if self._last_sample is not None and now > self._last_sample:
+            span_ms = (now - self._last_sample) * 1000.0
+            for dev in snapshot.devices:
+                busy = self._busy_since_sample.get(dev.device_id, 0.0)
+                self.device_util.labels(dev.device_id).set(min(1.0, busy / span_ms))
+        self._busy_since_sample.clear()
+        self._last_sample = now

@@ -1,0 +1,101 @@
+"""Host tools: the cheap, model-free tool steps the core dispatches "on the host".
+
+The core dispatches a tool step with no replica (``Dispatch.tool`` set). ``router`` and
+``segment`` are pure functions of their inputs and run right in the driver's process (a pipe
+round trip to a worker would cost more than the work). ``vector_search`` needs an embedding
+index, so it runs on an executor index replica instead (see ``actuator``); it is not here.
+
+A tool is a class with ``name`` and ``run(inputs, params) -> ToolOutput``; it raises
+:class:`ToolInputError` naming the bad input. Registering a tool is one entry in ``HOST_TOOLS``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ToolInputError(ValueError):
+    """A tool step's input is missing or has the wrong type (the step fails, not the loop)."""
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    value: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    item_count: int | None = None
+    input_tokens: int = 0
+
+
+class HostTool(Protocol):
+    name: str
+
+    def run(self, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> ToolOutput: ...
+
+
+def _need(inputs: Mapping[str, Any], name: str) -> Any:
+    if name not in inputs:
+        raise ToolInputError(f"input {name!r} is missing (have {sorted(inputs)})")
+    return inputs[name]
+
+
+def _rules(params: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """Router rules as (label, keywords): accepts ``{"label", "keywords"}`` mappings (the
+    workflow spec form) and ``[label, [keywords]]`` pairs."""
+    out = []
+    for rule in params.get("rules") or ():
+        if isinstance(rule, Mapping):
+            label, words = rule.get("label"), rule.get("keywords", ())
+        else:
+            label, words = rule[0], rule[1]
+        out.append((str(label), [str(w).lower() for w in words]))
+    return out
+
+
+class RouterTool:
+    """First rule with a keyword in the (lower-cased) value wins, else ``params["default"]``.
+    Passes ``value`` through so the chosen branch reads it."""
+
+    name = "router"
+
+    def run(self, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> ToolOutput:
+        value = _need(inputs, "value")
+        text = value if isinstance(value, str) else str(value)
+        lowered = text.lower()
+        label = str(params.get("default", "default"))
+        for rule_label, words in _rules(params):
+            if any(w in lowered for w in words):
+                label = rule_label
+                break
+        return ToolOutput({"label": label, "value": value}, label=label, item_count=1)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class SegmentTool:
+    """Splits ``text`` into segments of whole sentences, at most ``params["max_chars"]``
+    characters each (default 400; a longer sentence is a segment of its own). ``item_count``
+    tells the core how many chunks a ``map_over`` successor gets."""
+
+    name = "segment"
+
+    def run(self, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> ToolOutput:
+        text = _need(inputs, "text")
+        if not isinstance(text, str):
+            raise ToolInputError(f"input 'text' has type {type(text).__name__}, expected str")
+        limit = int(params.get("max_chars", 400))
+        if limit < 1:
+            raise ToolInputError(f"params.max_chars must be >= 1, got {limit}")
+        segments: list[str] = []
+        for sentence in _SENTENCE_END.split(text.strip()):
+            if segments and len(segments[-1]) + 1 + len(sentence) <= limit:
+                segments[-1] = f"{segments[-1]} {sentence}"
+            elif sentence:
+                segments.append(sentence)
+        return ToolOutput({"segments": segments}, item_count=max(1, len(segments)))
+
+
+HOST_TOOLS: dict[str, HostTool] = {t.name: t for t in (RouterTool(), SegmentTool())}

@@ -1,0 +1,116 @@
+"""Value types of the live runtime: what the API hands in and what it gets back.
+
+A :class:`RunRequest` is a core ``Request`` (metadata the core decides on) plus the payload the
+steps read (query text, documents): the core never sees payloads. A :class:`RunHandle` is what
+``LiveRuntime.submit_run`` returns: an awaitable :class:`RunResult` and a stream of
+:class:`StreamDelta` pieces of generated text. :class:`UsageRecord` is one billed step; the usage
+sink receives each exactly once (the first successful completion of an idempotency key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from control.core.types import Request
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A workflow run: the core's request and the payload its ``input.*`` edges read."""
+
+    request: Request
+    payload: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One step that ran (billed once per idempotency key, never for a failed attempt).
+
+    ``device_us`` is this item's share of its batch's measured compute time.
+    """
+
+    request_id: str
+    tenant_id: str
+    workflow: str
+    node_id: str
+    idempotency_key: str
+    attempt: int
+    model: str  # model key, or the tool name for tool steps
+    device: str  # device id, or "host" for host tools
+    replica: str | None
+    input_tokens: int
+    output_tokens: int
+    device_us: int
+    cost_units: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended. ``status``: succeeded | failed | preempted | timed_out | rejected."""
+
+    request_id: str
+    status: str
+    outputs: Mapping[str, Any]
+    error: str | None
+    reason: str
+    usage: tuple[UsageRecord, ...] = ()
+    retry_after_s: float | None = None  # set for rejections
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+
+@dataclass(frozen=True)
+class StreamDelta:
+    """A piece of streamed text of a generate step of a run (``index`` counts per step)."""
+
+    request_id: str
+    node_id: str
+    index: int
+    text: str
+
+
+class RunHandle:
+    """What a caller holds for a submitted run: ``await handle.result()`` and
+    ``async for delta in handle.stream()``. Created and resolved on the runtime's event loop."""
+
+    def __init__(self, request_id: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.request_id = request_id
+        self._result: asyncio.Future[RunResult] = loop.create_future()
+        self._deltas: asyncio.Queue[StreamDelta | None] = asyncio.Queue()
+
+    async def result(self) -> RunResult:
+        """The run's result (waits until it ends)."""
+        return await asyncio.shield(self._result)
+
+    @property
+    def done(self) -> bool:
+        return self._result.done()
+
+    async def stream(self) -> AsyncIterator[StreamDelta]:
+        """Token deltas in order until the run ends. One consumer per handle."""
+        while (delta := await self._deltas.get()) is not None:
+            yield delta
+
+    # ---- runtime side
+    def push(self, delta: StreamDelta) -> None:
+        self._deltas.put_nowait(delta)
+
+    def resolve(self, result: RunResult) -> None:
+        """Set the result once and close the stream; later calls are ignored."""
+        if self._result.done():
+            return
+        self._result.set_result(result)
+        self._deltas.put_nowait(None)

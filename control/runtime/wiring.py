@@ -1,0 +1,42 @@
+"""Small helpers to assemble a ``LiveRuntime`` from what the executor reports.
+
+The database path (``legato serve``) builds the blueprint from ``load_fleet_state`` in
+``control/commands/serve.py``; tests and benchmarks use these helpers to describe the local
+devices in core terms and to place one replica of each model when no plan exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from control.core.types import DeviceSpec
+from control.executor.base import DeviceInfo
+from control.runtime.live import InitialReplica
+
+LOCAL_NODE = "local"
+
+
+def device_specs(
+    devices: Iterable[DeviceInfo], node_id: str = LOCAL_NODE
+) -> tuple[DeviceSpec, ...]:
+    """Core view of the executor's devices: one interconnect group per host."""
+    return tuple(
+        DeviceSpec(
+            device_id=d.device_id,
+            node_id=node_id,
+            kind="gpu" if d.kind == "cuda" else "cpu",
+            accelerator=d.kind,
+            memory_mib=d.memory_budget_mib,
+            interconnect_group=node_id,
+        )
+        for d in devices
+    )
+
+
+def one_of_each(model_keys: Sequence[str], device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
+    """One replica per model, models spread round-robin over the devices (no active plan)."""
+    if not device_ids:
+        raise ValueError("device_ids is empty: nothing to place replicas on")
+    return tuple(
+        InitialReplica(key, device_ids[i % len(device_ids)]) for i, key in enumerate(model_keys)
+    )
