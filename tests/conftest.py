@@ -154,15 +154,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """URL of a migrated, empty database on each backend (for tests that commit for real)."""
+def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of a migrated, empty database on each backend (for tests that commit for real).
+
+    On PostgreSQL the database is shared with the rolled-back ``session_factory`` cases, so it
+    is emptied before and after each test that commits."""
     if backend == "sqlite":
         path = tmp_path / "legato.db"
         shutil.copyfile(request.getfixturevalue("_sqlite_template"), path)
-        return f"sqlite:///{path}"
+        yield f"sqlite:///{path}"
+        return
     url = request.getfixturevalue("_pg_migrated")
     _truncate_all(url)
-    return url
+    yield url
+    _truncate_all(url)
 
 
 @pytest.fixture(params=BACKENDS)

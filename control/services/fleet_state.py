@@ -147,12 +147,24 @@ def load_fleet_state(session: Session, *, include_declared: bool = True) -> Flee
         placement=_active_placement(session, {d.id: d.name for d in device_rows}),
         latency_rows=_latency_rows(session),
         decode_rows=_decode_rows(session),
-        load_rows=tuple(
-            LoadRow(model_key(r), "*", r.load_time_ms * 1000) for r in model_rows if r.load_time_ms
-        ),
+        load_rows=_load_rows(model_rows, devices),
         cost=CostModel({model_key(r): _weight(r) for r in model_rows}),
         model_refs=refs,
         real_devices=frozenset(d.name for d in device_rows if d.is_real),
+    )
+
+
+def _load_rows(
+    model_rows: list[m.ServedModel], devices: tuple[DeviceSpec, ...]
+) -> tuple[LoadRow, ...]:
+    """A model's measured load time, stated for every device type of the fleet (the store
+    keeps one figure per model, measured on the local devices)."""
+    types = sorted({d.accelerator for d in devices})
+    return tuple(
+        LoadRow(model_key(r), t, r.load_time_ms * 1000)
+        for r in model_rows
+        if r.load_time_ms
+        for t in types
     )
 
 

@@ -1,0 +1,209 @@
+"""The twin's driver: SimPy events around one ``ControlCore``; it waits, records and carries out.
+
+Loop contract (ARCHITECTURE.md section 1): at every instant where something happens (an arrival,
+a batch completion, a finished load, a fleet event, a wake-up the core asked for) the driver
+records all inputs due then, calls ``core.step(now)`` once, carries out the actions and re-arms
+the wake-up. Inputs are SimPy events of priority ``RECORD``; the instant's step is one event of
+priority ``STEP`` scheduled by the first input, so it runs after every input of that instant.
+Actions that complete later (dispatches, loads) schedule their completion as a new input.
+
+The driver decides nothing: which batch runs where, what loads, who is refused all come from the
+core; the executor only predicts durations. ``log`` is the decision log ((time, action) pairs)
+when ``keep_log`` is set, comparable to the plain replay driver's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from control.core.actions import Action, Dispatch, LoadModel, Reject, RunFinished
+from control.core.engine import ControlCore
+from control.core.events import DeviceDown, DeviceUp, ReplicaLoaded
+from control.core.types import DeviceSpec, Request
+from sim.env import OBSERVE, STEP, TwinEnvironment
+from sim.executor import Completion, SimExecutor
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    request: Request
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """A device failing (``kind="down"``) or coming back (``"up"``) at ``at`` seconds. On
+    recovery the replicas the placement put there are loaded again (as the actuator would)."""
+
+    at: float
+    kind: str
+    device_id: str
+    reason: str = "simulated failure"
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("down", "up"):
+            raise ValueError(f"FleetEvent.kind={self.kind!r}: 'down' or 'up'")
+        if self.at < 0:
+            raise ValueError(f"FleetEvent.at={self.at!r}: must be >= 0")
+
+
+class Observer(Protocol):
+    """Receives what happens, for reports. Called synchronously; must not touch the core."""
+
+    def on_submit(self, req: Request, now: float) -> None: ...
+    def on_dispatch(self, d: Dispatch, done: Completion, now: float) -> None: ...
+    def on_complete(self, d: Dispatch, done: Completion, now: float) -> None: ...
+    def on_reject(self, a: Reject, now: float) -> None: ...
+    def on_finish(self, a: RunFinished, now: float) -> None: ...
+    def on_load(self, a: LoadModel, ready_at: float) -> None: ...
+    def sample(self, core: ControlCore, now: float) -> None: ...
+
+
+class TwinDriver:
+    """Runs one core against one simulated executor in a ``TwinEnvironment``."""
+
+    def __init__(
+        self,
+        core: ControlCore,
+        executor: SimExecutor,
+        *,
+        observer: Observer | None = None,
+        keep_log: bool = False,
+        replicas_by_device: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None,
+    ) -> None:
+        self.core = core
+        self.executor = executor
+        self.env = TwinEnvironment()
+        self.obs = observer
+        self.keep_log = keep_log
+        self.log: list[tuple[float, Action]] = []
+        self.steps = 0
+        self.events = 0
+        self._step_due = False
+        self._wake: set[float] = set()
+        self._down: set[str] = set()
+        self._inflight: dict[str, tuple[Dispatch, Completion]] = {}
+        self._replicas_by_device = replicas_by_device or {}
+        self._revived = 0
+
+    # ----- inputs
+    def _due(self) -> None:
+        if not self._step_due:
+            self._step_due = True
+            self.env.call_at(self.env._now, self._step, STEP)
+
+    def _arrive(self, req: Request) -> None:
+        now = self.env._now
+        self.core.submit(req, now)
+        if self.obs is not None:
+            self.obs.on_submit(req, now)
+        self._due()
+
+    def _done(self, batch_id: str) -> None:
+        entry = self._inflight.pop(batch_id, None)
+        if entry is None:
+            return  # its device went down: the result never arrives
+        d, done = entry
+        now = self.env._now
+        self.core.complete(done.result, now)
+        if self.obs is not None:
+            self.obs.on_complete(d, done, now)
+        self._due()
+
+    def _ingest(self, event: object) -> None:
+        self.core.ingest(event, self.env._now)
+        self._due()
+
+    def _fleet(self, ev: FleetEvent, spec: DeviceSpec | None) -> None:
+        now = self.env._now
+        if ev.kind == "down":
+            self._down.add(ev.device_id)
+            for bid in [b for b, (d, _) in self._inflight.items() if ev.device_id in d.device_ids]:
+                del self._inflight[bid]
+            self.core.ingest(DeviceDown(ev.device_id, ev.reason), now)
+        else:
+            self._down.discard(ev.device_id)
+            self.core.ingest(DeviceUp(spec), now)  # type: ignore[arg-type]
+            for model_key, device_ids in self._replicas_by_device.get(ev.device_id, ()):
+                self._revived += 1
+                rid = f"{model_key}@{device_ids[0]}~r{self._revived}"
+                load = LoadModel(rid, model_key, device_ids, "hot", False, "re-apply placement")
+                ready = now + self.executor.load_us(load) / 1e6
+                loaded = ReplicaLoaded(rid, model_key, device_ids, "hot")
+                self.env.call_at(ready, lambda _e, x=loaded: self._ingest(x))
+        self._due()
+
+    # ----- the instant's step
+    def _step(self, _ev: object) -> None:
+        self._step_due = False
+        env, core = self.env, self.core
+        now = env._now
+        self._wake.discard(now)
+        plan = core.step(now)
+        self.steps += 1
+        for action in plan.actions:
+            if self.keep_log:
+                self.log.append((now, action))
+            kind = type(action)
+            if kind is Dispatch:
+                self._dispatch(action, now)  # type: ignore[arg-type]
+            elif kind is LoadModel:
+                ready = now + self.executor.load_us(action) / 1e6  # type: ignore[arg-type]
+                loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr]
+                env.call_at(ready, lambda _e, x=loaded: self._ingest(x))
+                if self.obs is not None:
+                    self.obs.on_load(action, ready)  # type: ignore[arg-type]
+            elif self.obs is not None and kind is RunFinished:
+                self.obs.on_finish(action, now)  # type: ignore[arg-type]
+            elif self.obs is not None and kind is Reject:
+                self.obs.on_reject(action, now)  # type: ignore[arg-type]
+        wake = core.next_wakeup(now)
+        if wake is not None and wake not in self._wake:
+            self._wake.add(wake)
+            env.call_at(wake, self._on_wake)
+
+    def _on_wake(self, _ev: object) -> None:
+        self._due()
+
+    def _dispatch(self, d: Dispatch, now: float) -> None:
+        done = self.executor.run(d)
+        self._inflight[d.batch_id] = (d, done)
+        if self.obs is not None:
+            self.obs.on_dispatch(d, done, now)
+        self.env.call_at(now + done.duration_us / 1e6, lambda _e, b=d.batch_id: self._done(b))
+
+    # ----- running
+    def run(
+        self,
+        arrivals: Iterable[Arrival],
+        *,
+        fleet_events: Iterable[FleetEvent] = (),
+        until: float = 3600.0,
+        max_steps: int = 10_000_000,
+        sample_every_s: float | None = None,
+    ) -> list[tuple[float, Action]]:
+        """Replay to quiescence (or ``until`` seconds, or ``max_steps`` steps); returns the
+        decision log (empty unless ``keep_log``). ``sample_every_s`` lets the observer read
+        the core's snapshot periodically, after the step of that instant."""
+        env = self.env
+        for a in arrivals:
+            env.call_at(a.at, lambda _e, r=a.request: self._arrive(r))
+        specs = {d.device_id: d for d in self.executor.devices.values()}
+        for fe in fleet_events:
+            env.call_at(fe.at, lambda _e, f=fe: self._fleet(f, specs.get(f.device_id)))
+        if sample_every_s and self.obs is not None:
+            self._every = sample_every_s
+            env.call_at(sample_every_s, self._sample, OBSERVE)
+        step, peek = env.step, env.peek
+        while peek() <= until and self.steps < max_steps:
+            step()
+            self.events += 1
+        return self.log
+
+    def _sample(self, _ev: object) -> None:
+        """Let the observer read the core; re-arm while anything else is still scheduled."""
+        self.obs.sample(self.core, self.env._now)  # type: ignore[union-attr]
+        if self.env._queue:
+            self.env.call_at(self.env._now + self._every, self._sample, OBSERVE)

@@ -1,0 +1,216 @@
+"""The simulated executor: waits out predicted latencies and reports what the real one would.
+
+It never decides anything. For a ``Dispatch`` it predicts how long the batch takes on the first
+device of the replica (forward pass over the longest prompt, minus cached prefix tokens when the
+prefix-cache model is on, plus decode as ``fixed + per_seq x batch`` per generated token, plus
+moving inputs held on other devices) and builds one :class:`~control.executor.base.ItemResult`
+per item, the very record the live executor emits; :func:`to_batch_result` turns those into the
+core's ``BatchResult`` exactly as a driver does. Loads take the measured load time or the
+model's stated one. Router steps pick a branch label from seeded per-node weights.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from control.core.actions import BatchItem, Dispatch, LoadModel
+from control.core.latency import LatencyModel
+from control.core.routing.transfer import TransferCosts
+from control.core.types import BLOCK_TOKENS, BatchResult, DeviceSpec, ModelSpec, StepResult
+from control.executor.base import ItemResult, StepKey
+
+
+@dataclass(frozen=True)
+class SimExecutorConfig:
+    tool_us: int = field(default=1_000, metadata={"help": "host time of a tool step"})
+    prefix_cache: bool = field(
+        default=True,
+        metadata={"help": "model a per-replica KV prefix cache from trace block hashes"},
+    )
+    prefix_cache_blocks: int = field(
+        default=4096, metadata={"help": "prefix blocks one replica's KV cache holds (LRU)"}
+    )
+    transfers: bool = field(
+        default=True, metadata={"help": "charge moving inputs held on another device"}
+    )
+    transfer_costs: TransferCosts = field(default_factory=TransferCosts)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a dispatched batch produces, and when (offsets from its dispatch, microseconds)."""
+
+    result: BatchResult
+    records: tuple[ItemResult, ...]
+    duration_us: int
+    first_token_us: int | None  # prefill done: first output token of generate items
+
+
+class _PrefixCache:
+    """LRU set of block hashes one replica holds (a KV cache by prefix blocks)."""
+
+    __slots__ = ("blocks", "capacity")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+
+    def hit_then_insert(self, hashes: tuple[int, ...]) -> int:
+        """Leading blocks already cached (a prefix match), then cache them all."""
+        hits = 0
+        for h in hashes:
+            if h not in self.blocks:
+                break
+            hits += 1
+        for h in hashes:
+            self.blocks[h] = None
+            self.blocks.move_to_end(h)
+        while len(self.blocks) > self.capacity:
+            self.blocks.popitem(last=False)
+        return hits
+
+
+def route_label(item: BatchItem, weights: Mapping[str, Mapping[str, int]], seed: int) -> str:
+    """A router's branch: weighted by ``weights[node_id]``, chosen by a stable hash of the run
+    and seed (no shared RNG, so the choice does not depend on event order); without weights the
+    node's ``default`` label."""
+    options = weights.get(item.node_id)
+    if not options:
+        return str(item.params.get("default", ""))
+    total = sum(options.values())
+    pick = zlib.crc32(f"{seed}/{item.request_id}/{item.node_id}".encode()) % total
+    for label in sorted(options):
+        pick -= options[label]
+        if pick < 0:
+            return label
+    return sorted(options)[-1]
+
+
+class SimExecutor:
+    """Predicts completions of dispatched batches. Keeps only the prefix-cache contents."""
+
+    def __init__(
+        self,
+        latency: LatencyModel,
+        devices: Mapping[str, DeviceSpec],
+        models: Mapping[str, ModelSpec],
+        config: SimExecutorConfig | None = None,
+        routes: Mapping[str, Mapping[str, int]] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.latency = latency
+        self.devices = dict(devices)
+        self.models = dict(models)
+        self.config = config or SimExecutorConfig()
+        self.routes = routes or {}
+        self.seed = seed
+        self._caches: dict[str, _PrefixCache] = {}
+
+    def load_us(self, action: LoadModel) -> int:
+        """Measured load time on the target's device type, else the model's stated one."""
+        acc = self.devices[action.device_ids[0]].accelerator
+        measured = self.latency.load_us(action.model_key, acc)
+        return (
+            measured
+            if measured is not None
+            else int(self.models[action.model_key].load_time_s * 1e6)
+        )
+
+    def run(self, d: Dispatch) -> Completion:
+        """Predict one batch: duration, first-token offset and the per-item records."""
+        if d.replica_id is None:
+            return self._tool(d)
+        dev = self.devices[d.device_ids[0]]
+        cfg = self.config
+        hits = self._hits(d)
+        cut = hits if cfg.prefix_cache else [0] * len(hits)  # off: no discount, as the replay
+        longest = max(
+            max(0, i.input_tokens - h * BLOCK_TOKENS) for i, h in zip(d.items, cut, strict=True)
+        )
+        key, acc, n = d.model_key or "", dev.accelerator, len(d.items)
+        prefill = self.latency.forward_us(key, acc, n, longest)
+        out = max(i.max_output_tokens for i in d.items)
+        decode = self.latency.decode_us(key, acc, n, out) if out else 0
+        move = self._transfer_us(d, dev) if cfg.transfers else 0
+        total = move + prefill + decode
+        records = tuple(
+            ItemResult(
+                step=StepKey(it.request_id, it.node_id, it.attempt),
+                idempotency_key=it.idempotency_key,
+                replica_id=d.replica_id,
+                device_id=dev.device_id,
+                ok=True,
+                input_tokens=it.input_tokens,
+                output_tokens=it.max_output_tokens,
+                device_ms=total / 1000,
+                first_token_ms=(move + prefill) / 1000 if it.max_output_tokens else None,
+                prefix_hit_tokens=h * BLOCK_TOKENS,
+                batch_size=n,
+            )  # fmt: skip
+            for it, h in zip(d.items, hits, strict=True)
+        )
+        first = move + prefill if out else None
+        return Completion(to_batch_result(d, records, total), records, total, first)
+
+    def _hits(self, d: Dispatch) -> list[int]:
+        if not self.config.prefix_cache:
+            return [i.predicted_hit_blocks for i in d.items]
+        cache = self._caches.get(d.replica_id or "")
+        if cache is None:
+            cache = self._caches[d.replica_id or ""] = _PrefixCache(self.config.prefix_cache_blocks)
+        return [cache.hit_then_insert(i.prefix_blocks) if i.prefix_blocks else 0 for i in d.items]
+
+    def _transfer_us(self, d: Dispatch, dst: DeviceSpec) -> int:
+        """Inputs are moved in parallel per item; the batch waits for its slowest item."""
+        costs, worst = self.config.transfer_costs, 0
+        for it in d.items:
+            t = 0
+            for b in it.inputs:
+                for r in b.refs:
+                    if r.device_id is not None and r.device_id in self.devices:
+                        t += costs.cost_us(self.devices[r.device_id], dst)
+            worst = max(worst, t)
+        return worst
+
+    def _tool(self, d: Dispatch) -> Completion:
+        us = self.config.tool_us
+        records = tuple(
+            ItemResult(
+                step=StepKey(it.request_id, it.node_id, it.attempt),
+                idempotency_key=it.idempotency_key,
+                replica_id="host",
+                device_id="host",
+                ok=True,
+                input_tokens=it.input_tokens,
+                device_ms=us / 1000,
+                batch_size=len(d.items),
+                label=route_label(it, self.routes, self.seed) if d.tool == "router" else None,
+            )  # fmt: skip
+            for it in d.items
+        )
+        return Completion(to_batch_result(d, records, us), records, us, None)
+
+    def forget_replica(self, replica_id: str) -> None:
+        """A replica is gone (device down, evicted): its KV cache goes with it."""
+        self._caches.pop(replica_id, None)
+
+
+def to_batch_result(d: Dispatch, records: tuple[ItemResult, ...], device_us: int) -> BatchResult:
+    """The core's view of executor records: one StepResult per item, in dispatch order."""
+    items = tuple(
+        StepResult(
+            key=it.key,
+            ok=r.ok,
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            prefix_hit_blocks=r.prefix_hit_tokens // BLOCK_TOKENS,
+            first_token=r.first_token_ms is not None,
+            route_label=r.label,
+            error=r.error,
+        )  # fmt: skip
+        for it, r in zip(d.items, records, strict=True)
+    )
+    return BatchResult(d.batch_id, device_us, items)

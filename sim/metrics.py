@@ -1,0 +1,126 @@
+"""What one twin run observed, recorded as it happens (the driver's ``Observer``).
+
+Per request: arrival, tenant, workflow, deadline, first output token of the workflow's output
+node(s), end time and status. Per device: busy time per time bucket. Per tenant: service given
+(cost units at dispatch) for the fairness metrics. Prefix-cache blocks asked for and hit, tokens
+and cost units served, loads, and periodic queue depths read from the core's snapshot. Kept
+small per event: the twin's speed depends on it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from control.core.actions import Dispatch, LoadModel, Reject, RunFinished
+from control.core.engine import ControlCore
+from control.core.tenancy.cost import CostModel
+from control.core.tenancy.metrics import ServiceSample
+from control.core.types import Request
+from sim.executor import Completion
+
+
+@dataclass
+class RequestRecord:
+    __slots__ = ("arrival", "tenant", "workflow", "deadline", "first_token", "end", "status")
+    arrival: float
+    tenant: str
+    workflow: str
+    deadline: float | None
+    first_token: float | None
+    end: float | None
+    status: str  # "running" | "succeeded" | "failed" | "preempted" | "timed_out" | "rejected"
+
+
+@dataclass
+class Recorder:
+    """An ``Observer`` for :class:`sim.driver.TwinDriver`."""
+
+    cost: CostModel
+    output_nodes: dict[str, frozenset[str]]  # workflow -> nodes whose output the caller gets
+    bucket_s: float = 1.0
+    requests: dict[str, RequestRecord] = field(default_factory=dict)
+    busy: dict[str, dict[int, float]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(float))
+    )
+    service: list[ServiceSample] = field(default_factory=list)
+    queue_depth: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    preload: dict[str, int] = field(default_factory=dict)
+
+    def on_submit(self, req: Request, now: float) -> None:
+        self.requests[req.request_id] = RequestRecord(
+            now, req.tenant_id, req.workflow, req.deadline, None, None, "running"
+        )
+
+    def on_dispatch(self, d: Dispatch, done: Completion, now: float) -> None:
+        if d.replica_id is not None:
+            self._busy(d.device_ids, now, now + done.duration_us / 1e6)
+        cost, counts, reqs = self.cost, self.counts, self.requests
+        for it in d.items:
+            units = cost.cost_units(
+                d.model_key or d.tool or "", it.input_tokens, it.max_output_tokens
+            )
+            rec = reqs.get(it.request_id)
+            if rec is not None:
+                self.service.append(ServiceSample(now, rec.tenant, units))
+            if it.prefix_blocks:
+                counts["prefix_blocks"] += len(it.prefix_blocks)
+        counts["batches"] += 1
+        counts["items"] += len(d.items)
+
+    def on_complete(self, d: Dispatch, done: Completion, now: float) -> None:
+        counts = self.counts
+        for it, r in zip(d.items, done.records, strict=True):
+            counts["tokens"] += r.input_tokens + r.output_tokens
+            counts["cost_units"] += self.cost.cost_units(
+                d.model_key or d.tool or "", r.input_tokens, r.output_tokens
+            )
+            counts["prefix_hit_blocks"] += r.prefix_hit_tokens // 512
+            if r.first_token_ms is None:
+                continue
+            rec = self.requests.get(it.request_id)
+            if (
+                rec is not None
+                and rec.first_token is None
+                and it.node_id in self.output_nodes.get(rec.workflow, ())
+            ):
+                rec.first_token = now - (done.duration_us / 1e3 - r.first_token_ms) / 1e3
+
+    def on_reject(self, a: Reject, now: float) -> None:
+        rec = self.requests.get(a.request_id)
+        if rec is not None:
+            rec.status, rec.end = "rejected", now
+
+    def on_finish(self, a: RunFinished, now: float) -> None:
+        rec = self.requests.get(a.request_id)
+        if rec is not None:
+            rec.status, rec.end = a.status, now
+
+    def on_load(self, a: LoadModel, ready_at: float) -> None:
+        self.counts["loads"] += 1
+        self.counts["loads_speculative"] += int(a.speculative)
+
+    def sample(self, core: ControlCore, now: float) -> None:
+        snap = core.snapshot()
+        depth: dict[str, int] = defaultdict(int)
+        for r in snap.replicas:
+            depth[r.model_key] += r.queue_len
+        depth["unplaced"] = len(snap.unplaced)
+        self.queue_depth.append((now, dict(depth)))
+
+    def finalize(self, core: ControlCore) -> None:
+        """Read end-of-run figures the core keeps (preload outcomes)."""
+        p = core.snapshot().preload
+        self.preload = {"issued": p.issued, "hits": p.hits, "misses": p.misses}
+
+    def _busy(self, device_ids: tuple[str, ...], start: float, end: float) -> None:
+        """Spread [start, end) over the buckets it covers (bucket k = [k*size, (k+1)*size))."""
+        size = self.bucket_s
+        first, last = int(start // size), int(end // size)
+        for dev in device_ids:
+            buckets = self.busy[dev]
+            for k in range(first, last + 1):
+                part = min(end, (k + 1) * size) - max(start, k * size)
+                if part > 0:
+                    buckets[k] += part
