@@ -1,0 +1,80 @@
+"""The console's entry point: sign in with the admin credential, then the pages by section.
+
+Run with ``streamlit run app/main.py`` (``legato console`` does it with the API URL and the
+admin credential in the environment). Every page reaches the control plane only through the
+admin API (app/client.py); nothing here imports the control plane.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# ``streamlit run app/main.py`` puts app/ first on sys.path; pages import ``app.*``.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from app import data  # noqa: E402
+from app.client import ApiError  # noqa: E402
+
+PAGES = Path(__file__).parent / "pages"
+SECTIONS: dict[str, list[tuple[str, str, str]]] = {
+    "Operate": [("overview.py", "Overview", ":material/dashboard:"),
+                ("fairshare.py", "Fair share, live", ":material/balance:")],
+    "Fleet": [("devices.py", "Devices and headroom", ":material/memory:"),
+              ("placement.py", "Models and placement", ":material/grid_view:")],
+    "Workloads": [("workflows.py", "Workflows", ":material/account_tree:"),
+                  ("tenants.py", "Tenants and quotas", ":material/groups:")],
+    "Analyse": [("whatif.py", "What-if", ":material/science:"),
+                ("usage.py", "Usage and audit", ":material/receipt_long:")],
+}  # fmt: skip
+
+
+def _sign_in_page() -> None:
+    st.title("Legato console")
+    st.caption(f"Admin API: {data.settings().api_url}")
+    with st.form("sign_in"):
+        token = st.text_input("Admin credential", type="password", key="sign_in_token")
+        submitted = st.form_submit_button("Sign in", type="primary")
+    if submitted:
+        try:
+            data.sign_in(data.settings().api_url, token.strip())
+        except ApiError as err:
+            st.error(f"Sign-in refused: {err.detail}")
+            return
+        st.rerun()
+
+
+def _auto_sign_in() -> None:
+    """Use the credential handed over by ``legato console`` (environment or var/admin_token)."""
+    token = data.settings().admin_token
+    if token and "conn" not in st.session_state and not st.session_state.get("signed_out"):
+        try:
+            data.sign_in(data.settings().api_url, token)
+        except ApiError as err:
+            st.session_state["auto_sign_in_error"] = err.detail
+
+
+def main() -> None:
+    st.set_page_config(page_title="Legato console", page_icon=":material/hub:", layout="wide")
+    _auto_sign_in()
+    if "conn" not in st.session_state:
+        if msg := st.session_state.pop("auto_sign_in_error", None):
+            st.warning(f"The configured credential was refused: {msg}")
+        st.navigation([st.Page(_sign_in_page, title="Sign in", url_path="sign-in")]).run()
+        return
+    pages = {section: [st.Page(PAGES / f, title=t, icon=i) for f, t, i in entries]
+             for section, entries in SECTIONS.items()}  # fmt: skip
+    with st.sidebar:
+        st.caption(f"Signed in as admin at {data.conn().api_url}")
+        if st.button("Sign out", key="sign_out"):
+            st.session_state.pop("conn", None)
+            st.session_state["signed_out"] = True
+            st.rerun()
+    st.navigation(pages).run()
+
+
+main()

@@ -1,0 +1,61 @@
+"""Overview: fleet KPIs, throughput and latency per workflow, SLO attainment, alerts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts, data, transforms
+from app.client import ApiError
+
+st.title("Overview")
+slo_s = st.sidebar.number_input("Latency SLO (s)", min_value=0.1, value=10.0, step=0.5,
+                                key="overview_slo")  # fmt: skip
+
+try:
+    devices = data.items("/admin/devices")
+    models = data.items("/admin/models", status="active")
+    tenants = data.items("/admin/tenants", status="active")
+    workflows = data.items("/admin/workflows", status="active")
+    requests = data.items("/admin/requests")
+except ApiError as err:
+    st.error(f"The API refused: {err.detail}")
+    st.stop()
+
+live = [d for d in devices if d["status"] != "retired"]
+up = sum(d["status"] == "up" for d in live)
+cols = st.columns(5)
+cols[0].metric("Devices up", f"{up}/{len(live)}", help="real and declared devices")
+cols[1].metric("Real devices", sum(d["is_real"] for d in live))
+cols[2].metric("Active models", len(models))
+cols[3].metric("Active tenants", len(tenants))
+cols[4].metric("Active workflows", len(workflows))
+
+
+@st.fragment(run_every=data.settings().live_refresh_s * 5)
+def live_panel() -> None:
+    """Alerts and per-workflow figures, refreshed while the page is open."""
+    snapshot = None
+    try:
+        snapshot = data.live_snapshot()
+    except ApiError as err:
+        st.caption(f"Live core: {err.detail}")
+    found = transforms.alerts(devices, snapshot)
+    st.subheader("Alerts")
+    if not found:
+        st.success("No alerts: every device up, no quota exhausted, headroom untouched.")
+    for severity, text in found:
+        getattr(st, severity)(text)
+    stats = transforms.workflow_stats(data.items("/admin/requests"), float(slo_s))
+    st.subheader("Workflows")
+    left, right = st.columns([3, 2])
+    left.plotly_chart(charts.workflow_bars(stats), key="overview_workflows")
+    right.dataframe(stats, hide_index=True, key="overview_stats",
+                    column_config={"slo_attainment": st.column_config.ProgressColumn(
+                        "SLO attainment", min_value=0.0, max_value=1.0, format="percent")})  # fmt: skip
+    if snapshot is not None:
+        counters = snapshot.get("counters", {})
+        st.caption("Core counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items())))
+
+
+live_panel()
+st.caption(f"{len(requests)} runs recorded in all.")

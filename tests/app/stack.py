@@ -1,0 +1,154 @@
+"""A real control-plane stack for the console's tests and benchmark: a SQLite database seeded
+with the demo fleet, the real FastAPI app over it, served by uvicorn on a loopback port.
+
+In-process (``serve_in_thread``) for AppTest; as a subprocess (``python -m tests.app.stack``) for
+the browser test and ``bench/console.py``. ``--live`` adds the live runtime with tiny random
+models on one CPU worker, so the live snapshot and tenant runs work too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from control.api.app import create_app
+from control.api.settings import GatewayConfig
+from control.config import Settings
+from control.executor.base import DeviceInfo, ModelRef
+from control.services import build_services
+from control.services.seed import seed_demo
+from control.services.workflow_validation import make_spec_validator
+from db.session import make_engine, make_session_factory
+
+PEPPER = b"console-test-pepper"
+LOCAL = [DeviceInfo("cpu:0", "cpu", 0, 2048, 0)]
+TINY = {
+    "tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert"),
+    "tiny-gen:1": ModelRef("tiny-gen:1", "generate", "tiny", "gpt2"),
+}
+TINY_FLOW = {
+    "inputs": {"prompt": "text"},
+    "outputs": {"text": "gen.text"},
+    "nodes": [
+        {"id": "gen", "task": "generate", "model": "tiny-gen:1", "params": {"max_tokens": 4}}
+    ],
+    "edges": [{"from": "input.prompt", "to": "gen.prompt"}],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def seed(url: str, extra_tenants: int = 0, live: bool = False) -> None:
+    """The demo fleet, plus ``extra_tenants`` tenants (t000, t001...) and, for a live stack,
+    the tiny models and a one-node workflow ``tiny`` that runs on them."""
+    seed_demo(url, Settings(), local_devices=LOCAL)
+    services = build_services(make_session_factory(make_engine(url)), key_pepper=PEPPER)
+    for i in range(extra_tenants):
+        services.tenants.create("test", name=f"t{i:03d}", weight=1 + i % 3)
+    if live:
+        for key, ref in TINY.items():
+            name, version = key.split(":")
+            services.models.create("test", name=name, version=version, task=ref.task,
+                                   weights_source="declared", weights_location="tiny test model",
+                                   memory_mib=16, max_batch_size=8, max_batch_tokens=4096)  # fmt: skip
+        services.workflows.create("test", name="tiny", version="1", spec=TINY_FLOW, status="active")
+
+
+def _live_inference(factory, services, cache: Path) -> Any:  # noqa: ANN001
+    from control.api.live import LiveOptions, build_inference
+    from control.executor import sources
+    from control.executor.local import ExecutorConfig, LocalExecutor
+    from control.runtime.live import InitialReplica, RuntimeConfig
+    from control.runtime.state import IndexSpec
+
+    for arch in ("gpt2", "bert"):
+        sources.ensure_tiny(arch, cache)
+    executor = LocalExecutor(
+        ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False),
+        LOCAL,
+    )
+    runtime = RuntimeConfig(sample_every_s=0.5,
+                            indexes=(IndexSpec("demo-docs", ("a", "b"), TINY["tiny-embed:1"]),))  # fmt: skip
+    placement = [InitialReplica("tiny-gen:1", "cpu:0"), InitialReplica("tiny-embed:1", "cpu:0")]
+    options = LiveOptions(model_refs=TINY, placement=placement, runtime=runtime)
+    return build_inference(factory, services, executor, options)
+
+
+def build_app(url: str, token: str, live: bool = False, cache: Path | None = None) -> Any:
+    """The real app over the database at ``url``; with ``live``, its runtime starts and stops
+    with the app."""
+    factory = make_session_factory(make_engine(url))
+    validator = make_spec_validator(factory)
+    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
+    inference = _live_inference(factory, services, cache or Path("var/models")) if live else None
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        await inference.start()
+        try:
+            yield
+        finally:
+            await inference.stop()
+
+    return create_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60),
+                      spec_validator=validator, inference=inference,
+                      lifespan=lifespan if live else None)  # fmt: skip
+
+
+@dataclass
+class Served:
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def serve_in_thread(app: Any) -> Served:
+    """Serve ``app`` on a free loopback port in a daemon thread; returns once it listens."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(600):
+        if server.started:
+            break
+        threading.Event().wait(0.05)
+    else:
+        raise RuntimeError("the API server did not start within 30 s")
+    return Served(f"http://127.0.0.1:{port}", server, thread)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", required=True, type=Path)
+    parser.add_argument("--port", required=True, type=int)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--tenants", type=int, default=0, help="extra tenants to create")
+    parser.add_argument("--live", action="store_true", help="run the live runtime (tiny models)")
+    args = parser.parse_args()
+    url = f"sqlite:///{args.db.resolve()}"
+    seed(url, args.tenants, args.live)
+    app = build_app(url, args.token, args.live, args.db.parent / "models")
+    asyncio.run(uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port,
+                                              log_level="warning")).serve())  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
