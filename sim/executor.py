@@ -37,6 +37,13 @@ class SimExecutorConfig:
         default=True, metadata={"help": "charge moving inputs held on another device"}
     )
     transfer_costs: TransferCosts = field(default_factory=TransferCosts)
+    dispatch_overhead_us: int = field(
+        default=0,
+        metadata={
+            "help": "measured serving-stack time per model batch beyond the device time "
+            "(driver hops, IPC to the worker, result decoding); 0 for published tables"
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ class SimExecutor:
         out = max(i.max_output_tokens for i in d.items)
         decode = self.latency.decode_us(key, acc, n, out) if out else 0
         move = self._transfer_us(d, dev) if cfg.transfers else 0
+        move += cfg.dispatch_overhead_us  # before the device starts, as the worker sees it
         total = move + prefill + decode
         records = tuple(
             ItemResult(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from control.core.assembly import build_core
 from control.core.events import ReplicaLoaded
-from sim.driver import TwinDriver
+from sim.driver import Arrival, TwinDriver
 from sim.executor import SimExecutor
 from sim.metrics import Recorder
 from sim.scenario import Scenario
@@ -35,9 +35,15 @@ def output_nodes(scenario: Scenario) -> dict[str, frozenset[str]]:
 
 
 def run_seed(
-    scenario: Scenario, seed: int, *, samples: int = 40, keep_log: bool = False
+    scenario: Scenario,
+    seed: int,
+    *,
+    samples: int = 40,
+    keep_log: bool = False,
+    requests: list[Arrival] | None = None,
 ) -> SeedRun:
-    """Replay the scenario's workload for ``seed`` to quiescence."""
+    """Replay the scenario's workload for ``seed`` to quiescence; ``requests`` replaces the
+    workload's arrivals (the fidelity check replays the very list it sent to the live stack)."""
     latency = scenario.latency.model()
     core = build_core(scenario.blueprint(seed), latency)
     by_device: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
@@ -50,7 +56,7 @@ def run_seed(
         latency, {d.device_id: d for d in scenario.devices}, {m.key: m for m in scenario.models},
         scenario.executor, scenario.workload.routes, seed,
     )  # fmt: skip
-    reqs = arrivals(scenario, seed)
+    reqs = arrivals(scenario, seed) if requests is None else requests
     span = reqs[-1].at if reqs else 1.0
     rec = Recorder(scenario.cost, output_nodes(scenario), bucket_s=max(span / 20, 1e-3))
     driver = TwinDriver(

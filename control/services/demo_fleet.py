@@ -153,17 +153,20 @@ RAG_WORKFLOW: dict[str, Any] = {
 AGENT_WORKFLOW: dict[str, Any] = {
     "workflow": "agent",
     "inputs": {"query": "text"},
-    "outputs": {"answer": "answer.text"},
+    "outputs": {"answer": "answer.text", "plan": "draft.text"},
+    # A router decides whether the lookup branch (embed -> search -> rerank) runs; in parallel
+    # the LLM drafts a plan; the answer joins both (the documents are optional: a "chat" query
+    # skips the lookup branch and the answer works from the draft alone).
     "nodes": [
         {"id": "route", "tool": "router",
          "params": {"rules": [{"label": "lookup", "keywords": ["what", "how", "why", "which", "?"]}],
                     "default": "chat"}},
-        {"id": "embed", "task": "embed", "model": "minilm-embed:1"},
+        {"id": "embed", "task": "embed", "model": "minilm-embed:1", "retries": 1},
         {"id": "search", "tool": "vector_search", "params": {"index": "demo-docs", "top_k": 4}},
-        {"id": "rerank", "task": "rerank", "model": "minilm-rerank:1"},
-        {"id": "draft", "task": "generate", "model": "smollm2-135m:1",
+        {"id": "rerank", "task": "rerank", "model": "minilm-rerank:1", "retries": 1},
+        {"id": "draft", "task": "generate", "model": "smollm2-135m:1", "retries": 1,
          "params": {"max_tokens": 24}},
-        {"id": "answer", "task": "generate", "model": "smollm2-135m:1", "join": "any",
+        {"id": "answer", "task": "generate", "model": "smollm2-135m:1", "retries": 1,
          "params": {"max_tokens": 48}},
     ],
     "edges": [
@@ -172,9 +175,9 @@ AGENT_WORKFLOW: dict[str, Any] = {
         {"from": "embed.embedding", "to": "search.embedding"},
         {"from": "input.query", "to": "rerank.query"},
         {"from": "search.documents", "to": "rerank.documents"},
-        {"from": "route.value", "to": "draft.prompt", "when": "chat"},
+        {"from": "input.query", "to": "draft.prompt"},
+        {"from": "draft.text", "to": "answer.prompt"},
         {"from": "rerank.documents", "to": "answer.context"},
-        {"from": "input.query", "to": "answer.prompt"},
     ],
 }  # fmt: skip
 

@@ -1,0 +1,100 @@
+"""Placement plans for a scenario: the core's placement policies, fed from the scenario itself.
+
+``scenario_demand`` turns the scenario's workload (its arrivals for one seed) into the planner's
+``Demand``: each workflow's peak request rate over a window of the trace (bursts), and each model's mean device
+time per request at a stated batch size, predicted by the scenario's own latency tables from the
+trace's mean prompt and output lengths (node ``input_tokens`` params win, as in the core).
+``plan_placement`` runs a registered policy (``planner``, ``naive``, ...) on the scenario's
+fleet and returns the plan as the scenario's ``PlacedReplica`` rows, ready for
+``sim.whatif.run_scenario(scenario, placement=...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from control.core.placement import (
+    ClusterSnapshot,
+    Demand,
+    DeviceEntry,
+    ModelEntry,
+    PlacementPlan,
+    demand_from_workflows,
+    mean_service_s,
+    plan_with,
+)
+from sim.driver import Arrival
+from sim.scenario import PlacedReplica, Scenario
+from sim.workload import arrivals
+
+
+@dataclass(frozen=True)
+class PlannedLayout:
+    """A policy's plan and the same plan as scenario placement rows."""
+
+    plan: PlacementPlan
+    placement: tuple[PlacedReplica, ...]
+
+
+def peak_rates(reqs: list[Arrival], window_s: float) -> dict[str, float]:
+    """Per workflow, the highest request rate over any ``window_s`` window starting at an
+    arrival (the whole span when it is shorter): traces are bursty, and replicas sized for the
+    mean rate queue for the length of every burst."""
+    by_wf: dict[str, list[float]] = {}
+    for a in reqs:
+        by_wf.setdefault(a.request.workflow, []).append(a.at)
+    out = {}
+    for wf, times in by_wf.items():
+        span = max(times[-1] - times[0], 1e-9)
+        width = min(window_s, span)
+        j, best = 0, 0
+        for i, t in enumerate(times):
+            while j < len(times) and times[j] < t + width:
+                j += 1
+            best = max(best, j - i)
+        out[wf] = best / width
+    return out
+
+
+def scenario_demand(
+    scenario: Scenario, seed: int | None = None, batch: int = 4, window_s: float = 30.0
+) -> Demand:
+    """Demand of the scenario's workload (see the module docstring); rates are the peak
+    ``window_s`` rates of :func:`peak_rates`."""
+    reqs = arrivals(scenario, scenario.seeds[0] if seed is None else seed)
+    if not reqs:
+        return Demand()
+    rates = peak_rates(reqs, window_s)
+    prompt = round(sum(a.request.prompt_tokens for a in reqs) / len(reqs))
+    out = round(sum(a.request.max_output_tokens for a in reqs) / len(reqs))
+    latency = scenario.latency.model()
+    acc = scenario.devices[0].accelerator
+    service: dict[str, float] = {}
+    for spec in scenario.workflows:
+        for n in spec.nodes:
+            if n.model is None:
+                continue
+            tokens = int(n.params.get("input_tokens", prompt))
+            gen = out if n.task == "generate" else 0
+            service[n.model] = mean_service_s(latency, n.model, acc, batch, tokens, gen)
+    return demand_from_workflows(scenario.workflows, rates, service)
+
+
+def snapshot_of(scenario: Scenario) -> ClusterSnapshot:
+    """The scenario's fleet as placement sees it (models in registration order)."""
+    return ClusterSnapshot(
+        tuple(DeviceEntry(d) for d in scenario.devices),
+        tuple(ModelEntry(m) for m in scenario.models),
+        scenario.tenancy.headroom,
+    )
+
+
+def plan_placement(
+    scenario: Scenario, policy: str, config: object | None = None, demand: Demand | None = None
+) -> PlannedLayout:
+    """Plan with the registered ``policy``; raises the core's PlanError on a bad config."""
+    plan = plan_with(policy, snapshot_of(scenario), demand or scenario_demand(scenario), config)
+    rows = tuple(
+        PlacedReplica(p.model_key, p.device_ids, p.replicas, p.pool) for p in plan.placements
+    )
+    return PlannedLayout(plan, rows)
