@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.legato-installed
 
 .PHONY: up test install db seed lint bench clean-var
 
-up: install db seed
+up: install
 	$(LEGATO) up
 
 test: install

@@ -20,12 +20,15 @@ from typing import Annotated, Any
 import typer
 
 log = logging.getLogger("legato.api")
+#: The demo tenants ``make up`` seeds; the load generator's default.
+DEMO_TENANTS = ("acme", "globex", "initech")
 
 
 def build_gateway(with_runtime: bool = True) -> Any:
     """The app as ``legato api`` serves it (settings read once, here)."""
     from control.api.app import create_app
     from control.api.settings import GatewaySettings, gateway_config
+    from control.api.twin import TwinEngine
     from control.config import get_settings
     from control.services import build_services
     from control.services.workflow_validation import make_spec_validator
@@ -48,8 +51,9 @@ def build_gateway(with_runtime: bool = True) -> Any:
             if inference is not None:
                 await inference.stop()
 
+    twin = TwinEngine(factory, settings.resolved_database_url())
     return create_app(services, gateway_config(settings, gateway), spec_validator=validator,
-                      inference=inference, lifespan=lifespan)  # fmt: skip
+                      inference=inference, whatif_engine=twin, lifespan=lifespan)  # fmt: skip
 
 
 def _inference(settings: Any, factory: Any, services: Any) -> Any:
@@ -112,9 +116,13 @@ def loadgen(
     route: Annotated[str, typer.Option(help="chat | completions | embeddings | workflow")] = "chat",
     model: Annotated[str, typer.Option(help="model for the one-model routes")] = "smollm2-135m",
     workflow: Annotated[str, typer.Option(help="name:version for --route workflow")] = "rag:1",
-    tenant: Annotated[list[str], typer.Option(help="tenant name (repeat)")] = ["acme", "globex", "initech"],  # noqa: B006
-    weight: Annotated[list[int], typer.Option(help="tenant weight, in --tenant order")] = [],  # noqa: B006
-    key: Annotated[list[str], typer.Option(help="tenant=KEY (else issued with the admin token)")] = [],  # noqa: B006
+    tenant: Annotated[list[str] | None, typer.Option(help="tenant name (repeat)")] = None,
+    weight: Annotated[
+        list[int] | None, typer.Option(help="tenant weight, in --tenant order")
+    ] = None,
+    key: Annotated[
+        list[str] | None, typer.Option(help="tenant=KEY (else issued via admin)")
+    ] = None,
     rate: Annotated[float, typer.Option(help="time scale: 2.0 replays twice as fast")] = 1.0,
     max_requests: Annotated[int, typer.Option(help="stop after this many requests")] = 200,
     span: Annotated[float, typer.Option(help="seconds of (scaled) trace to replay")] = 120.0,
@@ -126,7 +134,8 @@ def loadgen(
     config = LoadConfig(trace=trace, route=route, model=model, workflow=workflow,
                         rate_factor=rate, max_requests=max_requests, span_s=span,
                         max_output_tokens=max_output_tokens)  # fmt: skip
-    asyncio.run(_loadgen(url, config, tenant, weight or None, _parse_keys(key)))
+    tenants = tenant or list(DEMO_TENANTS)
+    asyncio.run(_loadgen(url, config, tenants, weight or None, _parse_keys(key or [])))
 
 
 async def _loadgen(url: str, config: Any, tenants: list[str], weights: Any, keys: dict) -> None:
@@ -163,7 +172,7 @@ def summary_table(rows: list[Any]) -> Any:
     for col in ("tenant", "sent", "ok", "429", "errors", "req/s", "p50 ms", "p99 ms"):
         table.add_column(col, justify="right" if col != "tenant" else "left")
     for r in rows:
-        fmt = (lambda v: "-" if v is None else f"{v:.0f}")  # noqa: E731
+        fmt = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         table.add_row(r.tenant, str(r.sent), str(r.ok), str(r.rejected), str(r.errors),
                       f"{r.throughput_rps:.2f}", fmt(r.p50_ms), fmt(r.p99_ms))  # fmt: skip
     return table

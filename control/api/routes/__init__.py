@@ -1,0 +1,1 @@
+"""Routes of the gateway, one module per group of resources."""

@@ -1,0 +1,116 @@
+"""Admin routes beyond plain CRUD: plan activation, keys, validated workflows, audit, usage."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from control.api.auth import Principal, require_admin
+from control.api.crud import IntId
+from control.api.errors import ERROR_RESPONSES, ApiError, Problem
+from control.api.pagination import PageParams, page_params, paginate
+from control.api.schemas import placement as p
+from control.api.schemas import records as r
+from control.api.schemas import tenancy as t
+from control.api.schemas.common import Page
+from control.api.state import Gateway, gateway
+
+router = APIRouter(
+    dependencies=[Depends(require_admin)],
+    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422)},
+)
+Admin = Annotated[Principal, Depends(require_admin)]
+
+
+@router.post("/admin/placement-plans/{item_id}/activate", tags=["placement_plan"])
+def activate_plan(request: Request, item_id: IntId, who: Admin) -> p.PlanOut:
+    """Make the plan the one active plan; the previously active one is retired (one
+    transaction, one audit record per plan changed)."""
+    record = gateway(request).services.plans.activate(who.actor, item_id)
+    return p.PlanOut.model_validate(record)
+
+
+@router.post("/admin/tenants/{item_id}/keys", status_code=201, tags=["api_key"])
+def issue_key(request: Request, item_id: IntId, body: t.ApiKeyCreate, who: Admin) -> t.ApiKeyIssued:
+    """Issue an API key for the tenant. The plaintext ``key`` is in this response only."""
+    issued = gateway(request).services.api_keys.create_key(who.actor, item_id, body.label)
+    out = t.ApiKeyOut.model_validate(issued.record).model_dump()
+    return t.ApiKeyIssued(**out, key=issued.plaintext)
+
+
+@router.post("/admin/keys/{item_id}/revoke", tags=["api_key"])
+def revoke_key(request: Request, item_id: IntId, who: Admin) -> t.ApiKeyOut:
+    """Revoke a key; it stops working at once on this gateway."""
+    gw = gateway(request)
+    record = gw.services.api_keys.revoke_key(who.actor, item_id)
+    gw.key_cache.clear()
+    return t.ApiKeyOut.model_validate(record)
+
+
+def spec_report(gw: Gateway, spec: dict[str, Any]) -> p.SpecReport:
+    """Every problem of ``spec`` per location, from the core's validator."""
+    found = gw.spec_validator(spec) if gw.spec_validator is not None else []
+    problems = []
+    for text in found:
+        location, sep, message = text.partition(": ")
+        problems.append(Problem(location=location, message=message) if sep else
+                        Problem(location="spec", message=text))  # fmt: skip
+    return p.SpecReport(valid=not problems, problems=problems)
+
+
+def _require_valid(gw: Gateway, spec: dict[str, Any]) -> None:
+    report = spec_report(gw, spec)
+    if not report.valid:
+        raise ApiError(
+            422,
+            "invalid_workflow",
+            f"the workflow spec has {len(report.problems)} problem(s); see problems",
+            field="spec",
+            problems=report.problems,
+        )
+
+
+@router.post("/admin/workflows/validate", tags=["workflow"])
+def validate_workflow(request: Request, body: p.SpecCheck) -> p.SpecReport:
+    """Check a spec against the current model catalogue without saving it."""
+    return spec_report(gateway(request), body.spec)
+
+
+@router.post("/admin/workflows", status_code=201, tags=["workflow"])
+def create_workflow(request: Request, body: p.WorkflowCreate, who: Admin) -> p.WorkflowOut:
+    """Store a workflow version; a spec with problems is a 422 listing each one by node."""
+    gw = gateway(request)
+    _require_valid(gw, body.spec)
+    record = gw.services.workflows.create(who.actor, **body.model_dump(exclude_unset=True))
+    return p.WorkflowOut.model_validate(record)
+
+
+@router.patch("/admin/workflows/{item_id}", tags=["workflow"])
+def update_workflow(
+    request: Request, item_id: IntId, body: p.WorkflowUpdate, who: Admin
+) -> p.WorkflowOut:
+    """Change a workflow's spec or status; a new spec is validated like on create."""
+    gw = gateway(request)
+    if body.spec is not None:
+        _require_valid(gw, body.spec)
+    changes = body.model_dump(exclude_unset=True)
+    return p.WorkflowOut.model_validate(gw.services.workflows.update(who.actor, item_id, **changes))
+
+
+@router.get("/admin/audit", tags=["audit"])
+def list_audit(
+    request: Request,
+    where: Annotated[r.AuditFilter, Query()],
+    page: PageParams = Depends(page_params),
+    order: Literal["asc", "desc"] = "desc",
+) -> Page[r.AuditOut]:
+    """The audit log, newest first by default, filtered by entity, actor and action."""
+    records = gateway(request).services.audit.list(
+        entity_type=where.entity_type, entity_id=where.entity_id, actor=where.actor
+    )
+    if where.action is not None:
+        records = [a for a in records if a.action == where.action]
+    if order == "desc":
+        records = records[::-1]
+    return paginate(records, page, r.AuditOut.model_validate)

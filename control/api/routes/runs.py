@@ -1,0 +1,127 @@
+"""Workflow runs: start one by name and version (sync, async or streamed), read it back by
+long-poll, follow its tokens as server-sent events, or do all of it over a WebSocket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from control.api.auth import Principal, any_principal, require_tenant
+from control.api.errors import ERROR_RESPONSES
+from control.api.pagination import PageParams, page_params, paginate
+from control.api.running import (
+    IdempotencyKey,
+    body_hash,
+    inference_of,
+    own_run,
+    raise_for_outcome,
+    run_out,
+    settled,
+    start_run,
+)
+from control.api.schemas.common import Page
+from control.api.schemas.inference import RunCreate, RunOut
+from control.api.schemas.records import RequestStatus
+from control.api.state import Gateway, gateway
+
+router = APIRouter(
+    tags=["runs"],
+    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 429, 502, 503, 504)},
+)
+Tenant = Annotated[Principal, Depends(require_tenant)]
+Anyone = Annotated[Principal, Depends(any_principal)]
+Name = Annotated[str, Path(min_length=1, max_length=200)]
+Version = Annotated[str, Path(min_length=1, max_length=64)]
+RunId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+@router.post(
+    "/v1/workflows/{name}/versions/{version}/runs",
+    responses={202: {"model": RunOut, "description": "async: accepted, poll the run id"},
+               200: {"content": {"text/event-stream": {}}, "model": RunOut}},
+)  # fmt: skip
+async def create_run(
+    request: Request, name: Name, version: Version, body: RunCreate, who: Tenant,
+    key: IdempotencyKey = None,
+) -> RunOut:  # fmt: skip
+    """Run the workflow on the tenant's inputs. sync: the finished run (504 after
+    ``timeout_s``); async: 202 with the run id; stream: SSE ``token`` events then ``result``."""
+    gw = gateway(request)
+    digest = body_hash(f"workflow:{name}:{version}", body.model_dump(exclude={"mode", "timeout_s"}))
+    started = await start_run(gw, who, (name, version), body.inputs, digest, key,
+                              max_output_tokens=body.max_output_tokens,
+                              session_id=body.session_id)  # fmt: skip
+    run_id = started.request.id
+    if body.mode == "async":
+        return JSONResponse(
+            status_code=202, content=run_out(started.request).model_dump(mode="json")
+        )  # type: ignore[return-value]
+    if body.mode == "stream":
+        return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")  # type: ignore[return-value]
+    record = await settled(gw, run_id, body.timeout_s or gw.config.sync_timeout_s)
+    raise_for_outcome(record)
+    return run_out(record)
+
+
+@router.get("/v1/runs")
+def list_runs(
+    request: Request,
+    who: Anyone,
+    status: RequestStatus | None = None,
+    page: PageParams = Depends(page_params),
+) -> Page[RunOut]:
+    """The caller's runs, newest first (the admin token sees every tenant's)."""
+    where = {} if status is None else {"status": status}
+    if not who.is_admin:
+        where["tenant_id"] = who.tenant_id
+    records = gateway(request).services.requests.list(**where)[::-1]
+    return paginate(records, page, run_out)
+
+
+@router.get("/v1/runs/{run_id}")
+async def get_run(
+    request: Request,
+    run_id: RunId,
+    who: Anyone,
+    wait: Annotated[float, Query(ge=0, le=600, description="long-poll: seconds to wait")] = 0,
+) -> RunOut:
+    """A run; with ``wait`` the answer comes when it ends or after ``wait`` seconds."""
+    gw = gateway(request)
+    record = await run_in_threadpool(gw.services.requests.get, run_id)
+    own_run(who, record)
+    if wait > 0 and record.status in ("queued", "running") and gw.inference is not None:
+        record = await gw.inference.wait(run_id, min(wait, gw.config.max_wait_s))
+    return run_out(record)
+
+
+@router.get(
+    "/v1/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}},
+)
+async def run_events(request: Request, run_id: RunId, who: Anyone) -> StreamingResponse:
+    """Server-sent events of a run: ``token`` events while it generates, then one ``result``
+    event with the run (at once when it has already ended)."""
+    gw = gateway(request)
+    own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
+    return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")
+
+
+def _sse(event: str, data: object) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+
+
+async def sse_events(gw: Gateway, run_id: str) -> AsyncIterator[bytes]:
+    """Token deltas while the run goes on, then its settled record as ``result``."""
+    inference = inference_of(gw)
+    deltas = inference.stream(run_id)
+    if deltas is not None:
+        async for d in deltas:
+            yield _sse("token", {"node": d.node_id, "index": d.index, "text": d.text})
+    record = await inference.wait(run_id, gw.config.max_wait_s)
+    yield _sse("result", run_out(record).model_dump(mode="json"))

@@ -1,0 +1,60 @@
+"""What-if runs of the twin: create (optionally submitting at once), submit, read progress and
+results (list/get/delete come from the generic CRUD router).
+
+The engine (:class:`control.api.twin.TwinEngine` over the twin's ``control.services.whatif``)
+is optional: it offers ``submit(actor, run_id)``, which starts the run in the background and
+moves its ``status``/``progress_milli``/``results`` through ``WhatIfService``, and may offer
+``prepare(scenario)`` (a missing ``baseline`` becomes the live fleet under ``workload``).
+Without an engine, submitting is a 503 that says so and the run stays ``pending``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from control.api.auth import Principal, require_admin
+from control.api.crud import IntId
+from control.api.errors import ERROR_RESPONSES, ApiError
+from control.api.schemas.records import WhatIfCreate, WhatIfOut
+from control.api.state import Gateway, gateway
+
+router = APIRouter(
+    tags=["whatif_run"],
+    dependencies=[Depends(require_admin)],
+    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 503)},
+)
+Admin = Annotated[Principal, Depends(require_admin)]
+
+
+def _submit(gw: Gateway, who: Principal, run_id: int) -> WhatIfOut:
+    run = gw.services.whatif.get(run_id)
+    if run.status != "pending":
+        raise ApiError(409, "conflict", f"what-if run {run_id} is {run.status}, not pending")
+    if gw.whatif_engine is None:
+        raise ApiError(503, "unavailable", "no what-if engine is installed on this gateway")
+    gw.whatif_engine.submit(who.actor, run_id)
+    return WhatIfOut.model_validate(gw.services.whatif.get(run_id))
+
+
+@router.post("/admin/whatif", status_code=201)
+def create_whatif(request: Request, body: WhatIfCreate, who: Admin) -> WhatIfOut:
+    """Store a pending what-if run for ``scenario``; ``submit: true`` starts it too."""
+    gw = gateway(request)
+    if body.submit and gw.whatif_engine is None:  # refuse before writing anything
+        raise ApiError(503, "unavailable", "no what-if engine is installed on this gateway")
+    scenario = body.scenario
+    prepare = getattr(gw.whatif_engine, "prepare", None)
+    if prepare is not None:
+        scenario = prepare(scenario)
+    record = gw.services.whatif.create(who.actor, scenario=scenario)
+    if body.submit:
+        return _submit(gw, who, record.id)
+    return WhatIfOut.model_validate(record)
+
+
+@router.post("/admin/whatif/{item_id}/submit")
+def submit_whatif(request: Request, item_id: IntId, who: Admin) -> WhatIfOut:
+    """Start a pending run on the twin; follow it with GET /admin/whatif/{id}."""
+    return _submit(gateway(request), who, item_id)

@@ -1,0 +1,134 @@
+"""What every inference route shares: idempotency, starting a run, waiting for it, and turning
+its outcome into a response or an error (429 with Retry-After, 503, 504).
+
+A request's idempotency identity is the tenant, the ``Idempotency-Key`` header and a hash of
+the route and body: a repeat with the same body returns the first run's result (not run or
+billed again); the same key with another body is a 409.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import Header
+
+from control.api.auth import Principal
+from control.api.errors import ApiError
+from control.api.schemas.inference import RunOut, RunUsage
+from control.api.state import Gateway
+from control.services.inference import InferenceService, RunCall, Started
+from control.store.records import RequestRecord
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=160,
+        description="repeat a request safely: same key and body -> the first result (not run "
+        "or billed again); a request refused with 429 does not spend its key",
+    ),
+]
+
+
+def body_hash(route: str, body: Mapping[str, Any]) -> str:
+    """sha256 of the route and the canonical JSON of the body."""
+    text = json.dumps({"route": route, "body": body}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def inference_of(gw: Gateway) -> InferenceService:
+    if gw.inference is None:
+        raise ApiError(503, "unavailable", "this gateway runs no live runtime")
+    return gw.inference
+
+
+async def start_run(
+    gw: Gateway,
+    who: Principal,
+    workflow: tuple[str, str],
+    payload: Mapping[str, Any],
+    digest: str,
+    key: str | None,
+    *,
+    max_output_tokens: int = 0,
+    session_id: str | None = None,
+) -> Started:
+    """Record and start a run for the calling tenant (or find the first one of ``key``)."""
+    assert who.tenant_id is not None and who.tenant_name is not None
+    call = RunCall(
+        tenant_id=who.tenant_id,
+        tenant_name=who.tenant_name,
+        actor=who.actor,
+        workflow_name=workflow[0],
+        workflow_version=workflow[1],
+        payload=payload,
+        body_hash=digest,
+        idempotency_key=key,
+        max_output_tokens=max_output_tokens,
+        session_id=session_id,
+    )
+    return await inference_of(gw).submit(call)
+
+
+async def settled(gw: Gateway, run_id: str, timeout_s: float) -> RequestRecord:
+    """The run's record once it ended; 504 naming the run id when ``timeout_s`` passes."""
+    record = await inference_of(gw).wait(run_id, timeout_s)
+    if record.status in ("queued", "running"):
+        raise ApiError(
+            504,
+            "timeout",
+            f"run {run_id} did not finish within {timeout_s:g} s; it goes on: "
+            f"GET /v1/runs/{run_id}?wait=30 for its result",
+        )
+    return record
+
+
+def raise_for_outcome(record: RequestRecord) -> None:
+    """Errors for runs that did not succeed: 429 for a rejection (with Retry-After from the
+    core's decision), 503 when no device could serve, 502 for any other failure."""
+    if record.status == "succeeded":
+        return
+    result = record.result or {}
+    if record.status == "rejected":
+        retry = float(result.get("retry_after_s") or 1.0)
+        raise ApiError(
+            429,
+            "rejected",
+            f"not admitted: {record.error or result.get('reason', 'over quota')}",
+            headers={"Retry-After": str(max(1, math.ceil(retry)))},
+        )
+    error = record.error or "the run failed"
+    if "no healthy" in error or "device" in error and "down" in error:
+        raise ApiError(503, "no_capacity", f"run {record.id} could not be served: {error}")
+    raise ApiError(502, "run_failed", f"run {record.id} {record.status}: {error}")
+
+
+def run_out(record: RequestRecord) -> RunOut:
+    """The tenant's view of a run."""
+    result = record.result or {}
+    usage = result.get("usage")
+    return RunOut(
+        id=record.id,
+        workflow=record.workflow_name,
+        version=record.workflow_version,
+        status=record.status,
+        outputs=result.get("outputs") if record.status == "succeeded" else None,
+        error=record.error,
+        usage=RunUsage(**usage) if isinstance(usage, dict) else None,
+        retry_after_s=result.get("retry_after_s") if record.status == "rejected" else None,
+        received_at=record.received_at,
+        finished_at=record.finished_at,
+    )
+
+
+def own_run(who: Principal, record: RequestRecord) -> RequestRecord:
+    """The run if the caller may see it; 404 otherwise (another tenant's run does not exist
+    for this caller)."""
+    if not who.is_admin and record.tenant_id != who.tenant_id:
+        raise ApiError(404, "not_found", f"request {record.id!r} not found")
+    return record

@@ -1,0 +1,1 @@
+"""DTOs of the API: request and response bodies, apart from ORM rows and core types."""

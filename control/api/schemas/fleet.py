@@ -1,0 +1,181 @@
+"""DTOs of the fleet and the catalog: nodes, devices, models, latency profiles."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from control.api.schemas.common import Body, Dto, Id, JsonObject, NonNegative, Positive, name_field
+from db import vocab
+
+NodeStatus = Literal[vocab.NODE_STATUSES]  # type: ignore[valid-type]
+DeviceKind = Literal[vocab.DEVICE_KINDS]  # type: ignore[valid-type]
+DeviceStatus = Literal[vocab.DEVICE_STATUSES]  # type: ignore[valid-type]
+Precision = Literal[vocab.PRECISIONS]  # type: ignore[valid-type]
+ModelTask = Literal[vocab.MODEL_TASKS]  # type: ignore[valid-type]
+WeightSource = Literal[vocab.WEIGHT_SOURCES]  # type: ignore[valid-type]
+ModelStatus = Literal[vocab.MODEL_STATUSES]  # type: ignore[valid-type]
+
+
+class NodeOut(Dto):
+    id: int
+    name: str
+    address: str | None
+    labels: JsonObject
+    status: str
+    created_at: datetime
+
+
+class NodeCreate(Body):
+    name: str = name_field(100, "unique machine name")
+    address: str | None = name_field(200, default=None)
+    labels: JsonObject = Field(default_factory=dict)
+    status: NodeStatus = "up"
+
+
+class NodeUpdate(Body):
+    name: str | None = name_field(100, default=None)
+    address: str | None = name_field(200, default=None)
+    labels: JsonObject | None = None
+    status: NodeStatus | None = None
+
+
+class NodeFilter(BaseModel):
+    status: NodeStatus | None = None
+    name: str | None = None
+
+
+class DeviceOut(Dto):
+    id: int
+    name: str
+    node_id: int
+    kind: str
+    accelerator: str | None
+    memory_mib: int
+    precisions: list[str]
+    interconnect_group: str | None
+    status: str
+    labels: JsonObject
+    is_real: bool
+    created_at: datetime
+
+
+class DeviceCreate(Body):
+    name: str = name_field(100, "unique device name: cpu:0, cuda:1, gpu-a-2")
+    node_id: Id
+    kind: DeviceKind
+    accelerator: str | None = name_field(64, default=None)
+    memory_mib: Positive
+    precisions: list[Precision] = Field(default_factory=list)
+    interconnect_group: str | None = name_field(64, default=None)
+    status: DeviceStatus = "up"
+    labels: JsonObject = Field(default_factory=dict)
+    is_real: bool = Field(False, description="False: declared for the twin only")
+
+
+class DeviceUpdate(Body):
+    name: str | None = name_field(100, default=None)
+    node_id: Id | None = None
+    kind: DeviceKind | None = None
+    accelerator: str | None = name_field(64, default=None)
+    memory_mib: Positive | None = None
+    precisions: list[Precision] | None = None
+    interconnect_group: str | None = name_field(64, default=None)
+    status: DeviceStatus | None = None
+    labels: JsonObject | None = None
+    is_real: bool | None = None
+
+
+class DeviceFilter(BaseModel):
+    node_id: Id | None = None
+    status: DeviceStatus | None = None
+    kind: DeviceKind | None = None
+    is_real: bool | None = None
+
+
+class ModelOut(Dto):
+    id: int
+    name: str
+    version: str
+    task: str
+    weights_source: str
+    weights_location: str
+    memory_mib: int
+    precisions: list[str]
+    load_time_ms: int | None
+    max_batch_size: int
+    max_batch_tokens: int
+    tp_degree: int
+    cost_weight_milli: int
+    status: str
+    created_at: datetime
+
+
+class ModelCreate(Body):
+    name: str = name_field(200)
+    version: str = name_field(64)
+    task: ModelTask
+    weights_source: WeightSource
+    weights_location: str = name_field(500, "package name, folder, hub id or a note")
+    memory_mib: Positive
+    precisions: list[Precision] = Field(default_factory=list)
+    load_time_ms: NonNegative | None = None
+    max_batch_size: Positive = 1
+    max_batch_tokens: Positive = 2048
+    tp_degree: Positive = 1
+    cost_weight_milli: NonNegative = Field(1000, description="cost units per 1000 tokens")
+    status: ModelStatus = "active"
+
+
+class ModelUpdate(Body):
+    name: str | None = name_field(200, default=None)
+    version: str | None = name_field(64, default=None)
+    task: ModelTask | None = None
+    weights_source: WeightSource | None = None
+    weights_location: str | None = name_field(500, default=None)
+    memory_mib: Positive | None = None
+    precisions: list[Precision] | None = None
+    load_time_ms: NonNegative | None = None
+    max_batch_size: Positive | None = None
+    max_batch_tokens: Positive | None = None
+    tp_degree: Positive | None = None
+    cost_weight_milli: NonNegative | None = None
+    status: ModelStatus | None = None
+
+
+class ModelFilter(BaseModel):
+    name: str | None = None
+    task: ModelTask | None = None
+    status: ModelStatus | None = None
+
+
+class LatencyProfileOut(Dto):
+    id: int
+    model_id: int
+    device_type: str
+    batch_size: int
+    num_tokens: int
+    latency_us: int
+    decode_us_per_token: int | None
+    measured_at: datetime
+
+
+class LatencyProfileCreate(Body):
+    model_id: Id
+    device_type: str = name_field(64)
+    batch_size: Positive
+    num_tokens: NonNegative
+    latency_us: NonNegative
+    decode_us_per_token: NonNegative | None = None
+
+
+class LatencyProfileUpdate(Body):
+    latency_us: NonNegative | None = None
+    decode_us_per_token: NonNegative | None = None
+
+
+class LatencyProfileFilter(BaseModel):
+    model_id: Id | None = None
+    device_type: str | None = None

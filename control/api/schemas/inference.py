@@ -1,0 +1,164 @@
+"""DTOs of the tenant inference API: workflow runs and the OpenAI-compatible routes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from control.api.schemas.common import Body
+
+MAX_TOKENS = 4096
+Text = str
+
+
+class RunCreate(Body):
+    """Run a workflow. ``mode``: sync (wait up to ``timeout_s``), async (answer 202 with the
+    run id at once) or stream (server-sent events of tokens, then the result)."""
+
+    inputs: dict[str, Any] = Field(description="the workflow's inputs by name")
+    mode: Literal["sync", "async", "stream"] = "sync"
+    timeout_s: float | None = Field(None, gt=0, le=600, description="sync: 504 after this")
+    max_output_tokens: int = Field(0, ge=0, le=MAX_TOKENS, description="0: the node's default")
+    session_id: str | None = Field(None, max_length=200, description="routing affinity")
+
+
+class RunUsage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    device_ms: int = 0
+    cost_units: int = 0
+
+
+class RunOut(BaseModel):
+    """A run as its tenant sees it: status, outputs when it succeeded, error otherwise."""
+
+    id: str
+    workflow: str
+    version: str
+    status: str
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    usage: RunUsage | None = None
+    retry_after_s: float | None = None
+    received_at: datetime
+    finished_at: datetime | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "legato"
+    task: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class EmbeddingsCreate(BaseModel):
+    model: str = Field(min_length=1, max_length=300, description="name or name:version")
+    input: str | list[str] = Field(description="a text or up to 64 texts")
+    encoding_format: Literal["float"] = "float"
+    user: str | None = Field(None, max_length=200)
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float]
+
+
+class TokenUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int = 0
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: TokenUsage
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = Field(max_length=200_000)
+
+
+class GenerateOptions(BaseModel):
+    """Sampling is greedy: the one-model workflows take only ``max_tokens`` per request;
+    other sampling fields are accepted for client compatibility and ignored."""
+
+    model: str = Field(min_length=1, max_length=300)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    stream: bool = False
+    user: str | None = Field(None, max_length=200)
+
+
+class ChatCompletionCreate(GenerateOptions):
+    messages: list[ChatMessage] = Field(min_length=1, max_length=256)
+
+
+class CompletionCreate(GenerateOptions):
+    prompt: str = Field(max_length=200_000)
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatMessage
+    finish_reason: str
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: TokenUsage
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    finish_reason: str
+
+
+class Completion(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: TokenUsage
+
+
+class RerankCreate(BaseModel):
+    model: str = Field(min_length=1, max_length=300)
+    query: str = Field(min_length=1, max_length=50_000)
+    documents: list[str] = Field(min_length=1, max_length=256)
+    top_n: int | None = Field(None, ge=1, le=256)
+    return_documents: bool = True
+
+
+class RerankResult(BaseModel):
+    """``relevance_score`` is null: the one-model rerank workflow returns the documents in
+    the model's order (the core's rerank port carries documents, not scores)."""
+
+    index: int
+    relevance_score: float | None = None
+    document: dict[str, str] | None = None
+
+
+class RerankResponse(BaseModel):
+    id: str
+    model: str
+    results: list[RerankResult]
+    usage: TokenUsage

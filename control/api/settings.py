@@ -1,0 +1,71 @@
+"""Gateway settings: the API's own knobs, read once at the edge (``LEGATO_`` prefix).
+
+The shared :class:`control.config.Settings` holds what every component reads (database URL,
+admin token, host and port). The limits below only the gateway uses; the command that starts
+the API reads both once and passes a frozen :class:`GatewayConfig` to the app factory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from control.config import Settings
+
+
+class GatewaySettings(BaseSettings):
+    """Limits and secrets of the API gateway. Descriptions double as help text."""
+
+    model_config = SettingsConfigDict(env_prefix="LEGATO_", env_file=".env", extra="ignore")
+
+    key_pepper: SecretStr = Field(
+        SecretStr(""),
+        description="Server secret keying API-key digests; never stored in the database. "
+        "Changing it invalidates every issued key.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (413 above)."
+    )
+    sync_timeout_s: float = Field(
+        60.0, gt=0, description="Default time a synchronous run may take before a 504."
+    )
+    max_wait_s: float = Field(60.0, gt=0, description="Longest long-poll ?wait= honoured.")
+    key_cache_ttl_s: float = Field(
+        2.0,
+        ge=0,
+        description="How long a verified API key is trusted without asking the database again "
+        "(revocations through this API take effect at once; from elsewhere after this TTL).",
+    )
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """What the app factory needs; build it with :func:`gateway_config` or directly in tests."""
+
+    admin_token: str | None = None
+    max_body_bytes: int = 1_048_576
+    sync_timeout_s: float = 60.0
+    max_wait_s: float = 60.0
+    key_cache_ttl_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes={self.max_body_bytes}: must be >= 1024")
+        if self.sync_timeout_s <= 0 or self.max_wait_s <= 0:
+            raise ValueError("sync_timeout_s and max_wait_s must be > 0")
+        if self.key_cache_ttl_s < 0:
+            raise ValueError(f"key_cache_ttl_s={self.key_cache_ttl_s}: must be >= 0")
+
+
+def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfig:
+    """Combine the shared settings and the gateway's own into the app factory's config."""
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return GatewayConfig(
+        admin_token=token or None,
+        max_body_bytes=gateway.max_body_bytes,
+        sync_timeout_s=gateway.sync_timeout_s,
+        max_wait_s=gateway.max_wait_s,
+        key_cache_ttl_s=gateway.key_cache_ttl_s,
+    )
