@@ -89,6 +89,12 @@ def _legato(*args: str) -> list[str]:
     return [sys.executable, "-m", "control.cli", *args]
 
 
+def _spawn(name: str, args: list[str], env: dict[str, str]) -> Child:
+    """Start a child in its own session: a Ctrl-C at the terminal reaches only ``up``, which
+    then stops each child once, in order (a second signal would make uvicorn abort)."""
+    return Child(name, subprocess.Popen(args, env=env, start_new_session=True))
+
+
 def wait_ready(url: str, timeout_s: float, child: Child) -> None:
     """Poll ``url`` until it answers 200; fail early if the child exits."""
     deadline = monotonic() + timeout_s
@@ -110,7 +116,7 @@ def wait_ready(url: str, timeout_s: float, child: Child) -> None:
 def _stop(children: list[Child]) -> None:
     for child in reversed(children):
         if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGINT)
+            child.proc.send_signal(signal.SIGTERM)
     for child in reversed(children):
         try:
             child.proc.wait(timeout=20)
@@ -137,12 +143,12 @@ def up(
     api_url = f"http://{settings.api_host}:{settings.api_port}"
     children: list[Child] = []
     try:
-        api = Child("api", subprocess.Popen(_legato("api"), env=env))
+        api = _spawn("api", _legato("api"), env)
         children.append(api)
         typer.echo(f"legato: waiting for the API at {api_url} (first start converts SmolLM2)")
         wait_ready(f"{api_url}/readyz", ready_timeout, api)
         if console:
-            children.append(Child("console", subprocess.Popen(_legato("console"), env=env)))
+            children.append(_spawn("console", _legato("console"), env))
             wait_ready(
                 f"http://127.0.0.1:{settings.console_port}/_stcore/health", 120, children[-1]
             )
@@ -150,11 +156,10 @@ def up(
             key_args = [a for name, key in keys.items() for a in ("--key", f"{name}={key}")]
             for name in keys:
                 key_args += ["--tenant", name]
-            children.append(Child("demo load", subprocess.Popen(
-                _legato("loadgen", "--url", api_url, "--trace", "azure", "--route", "workflow",
-                        "--workflow", "rag:1", "--rate", "0.1", "--max-requests", "100000",
-                        "--span", "100000", "--max-output-tokens", "16", *key_args),
-                env=env)))  # fmt: skip
+            children.append(_spawn("demo load", _legato(
+                "loadgen", "--url", api_url, "--trace", "azure", "--route", "workflow",
+                "--workflow", "rag:1", "--rate", "0.1", "--max-requests", "100000",
+                "--span", "100000", "--max-output-tokens", "16", *key_args), env))  # fmt: skip
         _banner(settings, api_url, console)
         if exit_when_ready:
             return
