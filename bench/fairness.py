@@ -4,15 +4,18 @@ The core is assembled by ``control.core.assembly.build_core`` (the real ``Tenanc
 the policy under test) and driven by the plain replay driver of ``tests/support/replay.py``. The
 device is one GPU-like accelerator doing continuous batching: its 32 KV-cache slots are 32
 single-sequence replicas of ``llm:1`` on one device, so a finished sequence frees a slot that
-the core refills at once (routing, work stealing and the fair-share order of each local queue
-decide which request takes it). A sequence's time follows the iteration cost of the running set:
+the core refills at once. The core binds late (its default): ready requests wait unbound in the
+model's pending queue, and a slot takes the next request in the fair-share order of the whole
+model when it frees up, so a light tenant never waits behind the request another slot holds. A sequence's time follows the iteration cost of the running set:
 each decode iteration costs a fixed base plus a small per-running-sequence term, its prompt is
 prefilled in the iteration it joins. The core predicts with the same profile as a latency table.
 Prints only JSON.
 
 Scenarios, per policy (vtc, fcfs, rate_limit):
-- fairness: three tenants (ServeGen m-small clients 12, 36, 14; weights 1, 2, 1) each offered
-  more than the device can serve; Max/Avg Diff and Diff Var of weighted service between
+- fairness: three tenants (ServeGen m-small clients 12, 36, 14; weights 1, 2, 1) offered 300,
+  40 and 240 requests/s together with about 120 requests/s of capacity (~15k tokens/s); the
+  metrics compare tenants only while they are backlogged (queues are bounded, the excess is
+  refused at admission); Max/Avg Diff and Diff Var of weighted service between
   backlogged tenants over 20 s windows, Jain's index, token throughput.
 - isolation: a light tenant (client 26) beside a flooding heavy one (client 14); the light
   tenant's p99 latency relative to running alone.
@@ -277,15 +280,15 @@ FAIR_DURATION, ISO_DURATION, WINDOW_S = 60.0, 30.0, 20.0
 def fairness_workload() -> list[Req]:
     # offered load per tenant above the whole device's capacity: all stay backlogged
     return (
-        arrivals(12, "c12", 900, FAIR_DURATION, 1)
+        arrivals(12, "c12", 300, FAIR_DURATION, 1)
         + arrivals(36, "c36", 40, FAIR_DURATION, 2)
-        + arrivals(14, "c14", 700, FAIR_DURATION, 3)
+        + arrivals(14, "c14", 240, FAIR_DURATION, 3)
     )
 
 
 def isolation_workload() -> tuple[list[Req], list[Req]]:
     light = arrivals(26, "light", 20, ISO_DURATION, 4)
-    return light, arrivals(14, "heavy", 1500, ISO_DURATION, 5)
+    return light, arrivals(14, "heavy", 500, ISO_DURATION, 5)
 
 
 def main() -> None:
@@ -297,7 +300,7 @@ def main() -> None:
     c_max = max(r.cost for r in fair_reqs)
     bound = 2 * c_max / min(FAIR_WEIGHTS.values())
     result: dict[str, object] = {
-        "harness": "ControlCore via assembly.build_core + tests/support/replay.ReplayDriver; 32 single-sequence replicas on one device (continuous batching)",
+        "harness": "ControlCore via assembly.build_core + tests/support/replay.ReplayDriver; 32 single-sequence replicas on one device (continuous batching); late binding (per-model pending queue in fair-share order)",
         "latency_model": MODEL.__dict__
         | {
             "cost_milli_per_input_token": COSTS.weights[MODEL_KEY].input_milli,

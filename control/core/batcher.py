@@ -8,6 +8,7 @@ each dispatched step and emit one ``Dispatch``. A tool step is dispatched alone 
 from __future__ import annotations
 
 from control.core.actions import BatchItem, Dispatch
+from control.core.batching.base import FormedBatch
 from control.core.context import CoreState
 from control.core.latency import service_us
 from control.core.loads import mark_used
@@ -56,8 +57,8 @@ def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, p
             replica_id=rec.replica_id if rec else None,
             model_key=rec.model.key if rec else None,
             tool=None if rec else steps[0].node.tool,
-            device_ids=tuple(d.device_id for d in rec.devices) if rec else (),
-            items=tuple(_item(s) for s in steps),
+            device_ids=tuple([d.device_id for d in rec.devices]) if rec else (),
+            items=tuple([_item(s) for s in steps]),
             padded_tokens=padded,
             predicted_us=predicted,
             reason=reason,
@@ -97,26 +98,45 @@ def _headroom_ok(st: CoreState, rec: ReplicaRecord, steps: list[QueuedStep]) -> 
     return allowed
 
 
+def _choose(
+    st: CoreState, rec: ReplicaRecord
+) -> tuple[list[QueuedStep], FormedBatch | None] | None:
+    """(queue in service order, formed batch or None to wait), or None when headroom holds
+    every step back."""
+    by_key = rec.queue
+    queued = list(by_key.values())
+    if rec.device.device_id not in st.reserved_devices:
+        formed = st.batching.form(queued, min([s.arrival for s in queued]), rec.model, st.now)
+        if formed is None or formed.count == len(queued):
+            # waiting, or the whole queue goes out as one batch: the fair-share order cannot
+            # change which steps are dispatched, so the queue is taken as bound (late binding
+            # fills it in the tenancy half's order already) and ``order`` is skipped
+            return queued, formed
+    ordered_work = st.tenancy.order([s.work for s in queued], st.now)
+    ordered = _headroom_ok(st, rec, [by_key[w.key] for w in ordered_work])
+    if not ordered:
+        return None
+    return ordered, st.batching.form(ordered, min([s.arrival for s in ordered]), rec.model, st.now)
+
+
 def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     """Dispatch one batch on a free ready replica, or arm a wake-up at the batching deadline."""
     if rec.state != ReplicaState.READY or rec.inflight is not None or not rec.queue:
         return
-    by_key = rec.queue
-    ordered_work = st.tenancy.order([s.work for s in by_key.values()], st.now)
-    ordered = _headroom_ok(st, rec, [by_key[w.key] for w in ordered_work])
-    if not ordered:
+    picked = _choose(st, rec)
+    if picked is None:
         return
-    oldest = min(s.arrival for s in ordered)
-    formed = st.batching.form(ordered, oldest, rec.model, st.now)
+    ordered, formed = picked
     if formed is None:
+        oldest = min([s.arrival for s in ordered])
         st.arm(st.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
         st.counters["batching.waits"] += 1
         return
     chosen = ordered[: formed.count]
     for s in chosen:
         dequeue(st, s, dispatched=True)
-    longest = max(s.input_tokens for s in chosen)
-    out = max(s.max_output_tokens for s in chosen)
+    longest = max([s.input_tokens for s in chosen])  # list comprehensions: no generator frames
+    out = max([s.max_output_tokens for s in chosen])
     predicted = service_us(
         st.latency, rec.model.key, rec.device.accelerator, len(chosen), longest, out
     )

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from control.core.actions import Action
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayConfig
+from control.core.binding_config import BindingConfig
 from control.core.dag.run import CompiledDag
 from control.core.latency import LatencyModel
+from control.core.pending import PendingQueue
 from control.core.routing.base import RoutingContext, RoutingPolicy
 from control.core.routing.predicted_completion import PredictedCompletionConfig
 from control.core.routing.stealing import StealConfig
@@ -49,6 +51,10 @@ class CoreConfig:
     )
     finished_runs_kept: int = field(
         default=256, metadata={"help": "recently finished runs kept for the snapshot"}
+    )
+    binding: BindingConfig = field(
+        default_factory=BindingConfig,
+        metadata={"help": "late binding: when ready steps are bound to a replica queue"},
     )
 
 
@@ -88,6 +94,7 @@ class CoreState:
         self.output_started: set[str] = set()
         self.ready: list[QueuedStep] = []  # steps to route in the next routing phase
         self.tools: list[QueuedStep] = []  # tool steps to dispatch in the batching phase
+        self.pending: dict[str, PendingQueue] = {}  # model -> ready steps not yet bound
         self.unplaced: dict[str, list[QueuedStep]] = {}  # model -> steps no device can load
         self.dirty: set[str] = set()  # replicas whose batching decision may have changed
         self.headroom_blocked: set[str] = set()  # replicas holding work headroom refused

@@ -4,7 +4,9 @@ Drivers record with ``submit``/``complete``/``ingest`` and call ``step(now)`` on
 ``step`` runs named phases in a fixed order (``actions.PHASES``) and returns a frozen
 ``StepPlan``; the same inputs and seed always give the same plan. Work is incremental: only
 replicas marked dirty since the last step are considered for batching, only new ready steps are
-routed, and timers sit in a heap.
+routed, and timers sit in a heap. Ready steps bind late by default (``binding``): they wait in
+their model's pending queue, in the tenancy half's fair-share order, and the routing phase ends
+by handing them to replicas that can start them (``queueing.bind_pending``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from control.core.events import (
 from control.core.fleet import apply_device_up, apply_replica_loaded, device_down, fail_replica
 from control.core.latency import LatencyModel
 from control.core.lifecycle import scale_to_zero
-from control.core.queueing import route
+from control.core.queueing import bind_pending, route
 from control.core.routing.registry import make_routing
 from control.core.snapshot import CoreSnapshot, build_snapshot
 from control.core.stealer import steal_phase
@@ -147,8 +149,13 @@ class ControlCore:
         )
         self._phase("stealing", lambda: steal_phase(st, idle))
         self._phase("batching", self._batching)
-        grouped = {p: tuple(a for ph, a in st.actions if ph == p) for p in PHASES}
-        return StepPlan(now, tuple(a for _, a in st.actions), MappingProxyType(grouped))
+        by_phase: dict[str, list] = {p: [] for p in PHASES}
+        for ph, a in st.actions:  # one pass: a busy step has thousands of actions
+            acts = by_phase.get(ph)
+            if acts is not None:
+                acts.append(a)
+        grouped = {p: tuple(acts) for p, acts in by_phase.items()}
+        return StepPlan(now, tuple([a for _, a in st.actions]), MappingProxyType(grouped))
 
     def next_wakeup(self, now: float) -> float | None:
         """Earliest time after ``now`` a step is due with no new input (batch delay, timeout,
@@ -265,6 +272,7 @@ class ControlCore:
                 st.tools.append(step)
             else:
                 route(st, step)
+        bind_pending(st)
 
     def _retry_unplaced(self) -> None:
         st = self._st
@@ -286,6 +294,8 @@ class ControlCore:
             rec = st.cluster.replicas.get(rid)
             if rec is not None:
                 form_batch(st, rec)
+        if st.config.binding.bind_ahead_us:
+            bind_pending(st)  # replicas that just started a short batch take their next one
 
     # ----- event handlers
     def _defer(self, event: object, now: float) -> None:

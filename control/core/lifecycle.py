@@ -29,8 +29,10 @@ def scale_to_zero(st: CoreState) -> None:
     st.idle_check_at = None
     for model_key in sorted(st.cluster.by_model):
         reps = list(st.cluster.by_model[model_key].values())
-        if not reps or any(
-            r.inflight is not None or r.queue or r.state != ReplicaState.READY for r in reps
+        if (
+            not reps
+            or len(st.pending.get(model_key, ()))
+            or any(r.inflight is not None or r.queue or r.state != ReplicaState.READY for r in reps)
         ):
             continue
         last = max(r.last_used for r in reps)

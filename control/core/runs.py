@@ -177,7 +177,7 @@ def finish(
             continue
         if step.batch_id is not None:
             in_flight.append(key)
-        elif step.replica_id is not None:
+        elif step.replica_id is not None or step.pending_model is not None:
             dequeue(st, step, dispatched=False)
     outputs = run.dag_run.outputs() if status == "succeeded" else {}
     rid = run.request.request_id

@@ -118,6 +118,10 @@ class CoreSnapshot:
     )
     cold_starts: int = 0
     cold_starts_avoided: int = 0  # speculative preloads that were used before any request waited
+    # model key -> steps not yet bound to a replica (late binding), in fair-share service order
+    pending: Mapping[str, tuple[QueuedStepView, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
 
 def _run_view(run: RunRecord) -> RunView:
@@ -165,6 +169,22 @@ def _step_view(
     )  # fmt: skip
 
 
+def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView:
+    model = step.model_key or ""
+    reps = st.cluster.by_model.get(model, {})
+    busy = sum(1 for r in reps.values() if r.inflight is not None)
+    own = (
+        f"waiting for a free replica of {model} ({busy} of {len(reps)} busy); "
+        f"{ahead} step(s) ahead in the fair-share order"
+    )
+    why = f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, st.now)}"
+    w = step.work
+    return QueuedStepView(
+        step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class, None,
+        step.arrival, why,
+    )  # fmt: skip
+
+
 def _replica_view(r: ReplicaRecord) -> ReplicaView:
     return ReplicaView(
         r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
@@ -194,6 +214,11 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
     unplaced = tuple(
         _step_view(st, s, None, 0) for k in sorted(st.unplaced) for s in st.unplaced[k]
     )
+    pending = {
+        model: tuple(_pending_view(st, s, i) for i, s in enumerate(q.ordered(st.tenancy, st.now)))
+        for model, q in sorted(st.pending.items())
+        if len(q)
+    }
     devices = tuple(
         DeviceView(
             d.spec.device_id,
@@ -231,4 +256,5 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
         splits=MappingProxyType(dict(st.splits)),
         cold_starts=st.counters["loads.cold_starts"],
         cold_starts_avoided=hits,
+        pending=MappingProxyType(pending),
     )

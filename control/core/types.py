@@ -58,6 +58,7 @@ class ModelSpec:
 
     @property
     def key(self) -> str:
+        # a plain property (not cached in the instance dict): callers serialize specs by vars()
         return f"{self.name}:{self.version}"
 
 

@@ -60,6 +60,14 @@ class FcfsTenancy:
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
         return sorted(items, key=lambda w: (w.arrival, w.key))
 
+    def queue_key(self, item: QueuedWork) -> tuple:
+        return (item.arrival, item.key)
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        return self.order([w for own in heads.values() for w in own], now)[:limit]
+
     def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
         self.queued.discard(key or "")
         self.charged_keys.append(key)

@@ -13,6 +13,8 @@ from control.core.actions import (
     RunFinished,
     StepRetried,
 )
+from control.core.batching.size_delay import SizeDelayConfig
+from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
 from control.core.dag.spec import dag_from_dict
 from control.core.errors import (
@@ -192,9 +194,12 @@ def test_session_stays_on_its_replica_until_the_balance_guard(guard: int, stays:
 
 
 def test_idle_replica_steals_backlog_of_its_model() -> None:
+    # early binding: the backlog sits in r0's local queue, so a new replica must steal it
+    cfg = CoreConfig(binding=BindingConfig(enabled=False))
     core = make_core(
-        FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)]
-    )
+        FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)],
+        config=cfg,
+    )  # fmt: skip
     for i in range(20):
         core.submit(req(i), 0.0)
     core.step(0.0)  # 8 dispatched, 12 queued on r0
@@ -204,6 +209,35 @@ def test_idle_replica_steals_backlog_of_its_model() -> None:
     assert moves and all(m.from_replica == "r0" and m.to_replica == "late" for m in moves)
     assert "saves" in moves[0].reason and len(moves) <= EMBED.max_batch_size
     assert any(d.replica_id == "late" for d in plan.of_type(Dispatch))
+
+
+def test_late_binding_keeps_backlog_unbound_until_a_replica_is_free() -> None:
+    core = make_core(
+        FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[single(EMBED)]
+    )
+    for i in range(20):
+        core.submit(req(i), 0.0)
+    keys = sorted(f"q{i}/n/1" for i in range(20))  # the fake's FCFS tie-break: arrival, key
+    (first,) = core.step(0.0).of_type(Dispatch)
+    assert [i.key for i in first.items] == keys[:8]
+    snap = core.snapshot()
+    assert "r0" not in snap.queues  # nothing waits behind the batch in flight
+    waiting = snap.pending["minilm:1"]
+    assert [v.key for v in waiting] == keys[8:]
+    assert "waiting for a free replica of minilm:1" in waiting[0].why
+    core.ingest(ReplicaLoaded("late", "minilm:1", ("d001",)), 0.001)
+    plan = core.step(0.001)
+    assert not plan.of_type(MoveStep)  # nothing to steal: the new replica just takes work
+    (d,) = plan.of_type(Dispatch)
+    assert d.replica_id == "late" and [i.key for i in d.items] == keys[8:16]
+    res = BatchResult(first.batch_id, 1000, tuple(StepResult(i.key) for i in first.items))
+    core.complete(res, 0.002)
+    assert not core.step(0.002).of_type(Dispatch)  # 4 of 8: the batch waits for its delay
+    assert core.snapshot().pending == {} and len(core.snapshot().queues["r0"]) == 4
+    wake = core.next_wakeup(0.002)  # counted from when the steps became ready, not bound
+    assert wake == pytest.approx(SizeDelayConfig().max_queue_delay_s)
+    (d2,) = core.step(wake).of_type(Dispatch)
+    assert d2.replica_id == "r0" and [i.key for i in d2.items] == keys[16:]
 
 
 def test_misuse_raises_naming_the_value() -> None:

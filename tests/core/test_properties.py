@@ -139,3 +139,31 @@ def test_cold_loads_never_land_on_a_hot_device(arrivals, loaded) -> None:  # noq
     assert all(a.pool == "cold" and not set(a.device_ids) & hot for a in loads)
     ends = Counter(a.status for _, a in log if isinstance(a, RunFinished))
     assert sum(ends.values()) == len(arr)
+
+
+@SETTINGS
+@given(arrival_lists)
+def test_late_binding_never_leaves_work_pending_beside_a_free_replica(arrivals) -> None:  # noqa: ANN001
+    core, ex, arr = build(arrivals)
+    models = {m.key: m for m in MODELS}
+    problems: list[str] = []
+
+    def check(now: float, plan) -> None:  # noqa: ANN001
+        snap = core.snapshot()
+        for model_key, waiting in snap.pending.items():
+            assert all(v.replica_id is None for v in waiting)
+            for r in snap.replicas:
+                free = r.state == "ready" and r.inflight_batch is None
+                if (
+                    r.model_key == model_key
+                    and free
+                    and r.queue_len < models[model_key].max_batch_size
+                ):
+                    problems.append(
+                        f"{len(waiting)} pending for {model_key} while {r.replica_id} is free"
+                    )
+
+    log = ReplayDriver(core, ex, on_step=check).run(arr)
+    assert problems == []
+    assert core.snapshot().pending == {}  # the replay drains: nothing is left unbound
+    assert sum(isinstance(a, RunFinished) for _, a in log) == len(arr)

@@ -177,12 +177,16 @@ class DagRun:
         if not self._ready:
             return []
         steps: list[StepRef] = []
+        nodes, state, running = self.dag.nodes, self.state, NodeState.RUNNING
         for node_id in self._ready:
-            node = self.dag.nodes[node_id]
-            self.state[node_id] = NodeState.RUNNING
-            chunks: list[int | None] = [None]
-            if node.map_over is not None:
-                chunks = list(range(self._map_count(node)))
+            node = nodes[node_id]
+            state[node_id] = running
+            if node.map_over is None:  # the common case: one step, no chunk
+                self._left[node_id] = 1
+                self._locs[node_id] = [(None, None)]
+                steps.append(self._new_step(node, None, 1))
+                continue
+            chunks = list(range(self._map_count(node)))
             self._left[node_id] = len(chunks)
             self._locs[node_id] = [(None, None)] * len(chunks)
             for c in chunks:
@@ -271,10 +275,11 @@ class DagRun:
         static = self.dag.static_inputs.get(node.node_id)
         if static is not None:
             rid = self.run_id
-            return tuple(
-                InputBinding(f, tuple(InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs))
-                for f, sfs in static
-            )
+            out = []
+            for f, sfs in static:  # plain loops: this runs for every first step of every run
+                refs = [InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs]
+                out.append(InputBinding(f, tuple(refs)))
+            return tuple(out)
         by_field: dict[str, list[InputRef]] = {}
         for e in self.dag.in_edges[node.node_id]:
             if not self._edge_live(e) or (node.join == "any" and e.target_field in by_field):

@@ -26,6 +26,8 @@ class AdmissionLimits:
         self._tenants: dict[str, TenantSpec] = {}
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._max_queued: dict[str, int] = {}
+        # tenant -> [(resource, bucket)] by resource: admission looks only at the asker's
+        self._buckets_of: dict[str, list[tuple[str, TokenBucket]]] = {}
 
     def configure(
         self, tenants: Iterable[TenantSpec], quotas: Iterable[QuotaSpec], now: float
@@ -48,6 +50,9 @@ class AdmissionLimits:
                     old if same else TokenBucket(spec.nominal, spec.nominal, spec.period_s, now)
                 )
         self._buckets = buckets
+        self._buckets_of = {}
+        for (tenant_id, resource), bucket in sorted(buckets.items()):
+            self._buckets_of.setdefault(tenant_id, []).append((resource, bucket))
 
     def tenant(self, tenant_id: str) -> TenantSpec | None:
         return self._tenants.get(tenant_id)
@@ -74,9 +79,8 @@ class AdmissionLimits:
                 f"runs waiting (its queue bound is {limit:,})",
                 retry_after_s=self.config.held_retry_after_s,
             )
-        for (tenant_id, resource), bucket in sorted(self._buckets.items()):
-            if tenant_id != req.tenant_id:
-                continue
+        tenant_id = req.tenant_id
+        for resource, bucket in self._buckets_of.get(tenant_id, ()):
             wait = bucket.wait_for(_BUCKET_DEMAND[resource](req), now)
             if wait > 0:
                 return Rejected(
@@ -91,6 +95,5 @@ class AdmissionLimits:
 
     def take(self, req: AdmissionRequest, now: float) -> None:
         """Consume bucket tokens for an admitted run (after ``check`` returned None)."""
-        for (tenant_id, resource), bucket in self._buckets.items():
-            if tenant_id == req.tenant_id:
-                bucket.take(_BUCKET_DEMAND[resource](req), now)
+        for resource, bucket in self._buckets_of.get(req.tenant_id, ()):
+            bucket.take(_BUCKET_DEMAND[resource](req), now)

@@ -8,8 +8,9 @@ between tenants, headroom reservations, priority classes and preemption of borro
 ``ControlCore.step(now)`` calls the tenancy half at fixed points, in this order:
 
 1. ``admit`` for every submitted request (a refusal becomes a ``Reject`` action);
-2. ``on_enqueue`` when a ready step enters a local (per-replica) queue;
+2. ``on_enqueue`` when a ready step enters a queue (a model's pending queue or a replica's);
 3. ``order`` when a local scheduler forms a batch: the queue is taken in the returned order;
+   ``select`` when free replicas take work from a model's pending (not yet bound) queue;
 4. ``headroom_check`` before a step is dispatched on a device of a reserved pool;
 5. ``charge`` when a step is dispatched (cost units from :class:`CostModel`, and the step key);
 6. ``on_dequeue`` when a queued step leaves a queue without being dispatched (cancelled, moved);
@@ -30,14 +31,17 @@ from typing import Protocol
 PRIORITY_CLASSES: tuple[str, ...] = ("critical", "standard", "batch")
 
 
+_RANKS = {c: i for i, c in enumerate(PRIORITY_CLASSES)}
+
+
 def priority_rank(priority_class: str) -> int:
     """Rank of a class (0 = most urgent). Raises ValueError naming an unknown class."""
-    try:
-        return PRIORITY_CLASSES.index(priority_class)
-    except ValueError:
+    rank = _RANKS.get(priority_class)
+    if rank is None:
         raise ValueError(
             f"unknown priority class {priority_class!r}; expected one of {PRIORITY_CLASSES}"
-        ) from None
+        )
+    return rank
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,17 @@ class TenancyPolicy(Protocol):
     def on_dequeue(self, key: str, now: float) -> None: ...
 
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]: ...
+
+    def queue_key(self, item: QueuedWork) -> tuple:
+        """Sort key of one tenant's queued items; ``order`` and ``select`` respect it."""
+        ...
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        """First ``limit`` items of ``order`` over a pending queue, from each tenant's leading
+        items (its first ``limit``, or all, sorted by ``queue_key``). Changes nothing."""
+        ...
 
     def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
         """Charge a dispatched step. Pass the step's ``key`` so the tenancy half knows the step

@@ -33,6 +33,10 @@ class ModelCostWeight:
             )
 
 
+#: Weight of a model with no measured profile (one unit per token); built once, not per call.
+_UNKNOWN_MODEL = ModelCostWeight()
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Maps (model, tokens in, tokens out) to integer cost units.
@@ -50,7 +54,7 @@ class CostModel:
                 f"token counts must be >= 0, got input_tokens={input_tokens}, "
                 f"output_tokens={output_tokens} for model {model_key!r}"
             )
-        w = self.weights.get(model_key, ModelCostWeight())
+        w = self.weights.get(model_key) or _UNKNOWN_MODEL
         milli = input_tokens * w.input_milli + output_tokens * w.output_milli
         return -(-milli // 1000)
 

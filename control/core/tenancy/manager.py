@@ -58,6 +58,8 @@ class TenancyManager:
         self.runs: dict[str, RunState] = {}
         self.queued: dict[str, QueuedWork] = {}
         self._queued_by_tenant: dict[str, dict[str, QueuedWork]] = {}
+        # request id -> its queued step keys: release drops them without scanning the queue
+        self._queued_by_request: dict[str, set[str]] = {}
         self._waiting: dict[str, int] = {}
         self._rejections: OrderedDict[str, Rejected] = OrderedDict()
         self._weights: dict[str, int] = {}
@@ -123,11 +125,7 @@ class TenancyManager:
             return
         if not run.started:
             self._waiting[run.tenant_id] -= 1
-        for key in [
-            k
-            for k, it in self._queued_by_tenant.get(run.tenant_id, {}).items()
-            if it.request_id == request_id
-        ]:
+        for key in list(self._queued_by_request.get(request_id, ())):
             self.on_dequeue(key, now)
         self.ledger.release(request_id, used_tokens, used_cost_units, now)
 
@@ -142,6 +140,11 @@ class TenancyManager:
         own = self._queued_by_tenant.setdefault(item.tenant_id, {})
         self.queued[item.key] = item
         own[item.key] = item
+        keys = self._queued_by_request.get(item.request_id)
+        if keys is None:
+            self._queued_by_request[item.request_id] = {item.key}
+        else:
+            keys.add(item.key)
         if len(own) == 1:
             self.fair.on_backlogged(item.tenant_id, now)
 
@@ -153,6 +156,10 @@ class TenancyManager:
             return
         own = self._queued_by_tenant[item.tenant_id]
         del own[key]
+        keys = self._queued_by_request[item.request_id]
+        keys.discard(key)
+        if not keys:
+            del self._queued_by_request[item.request_id]
         if not own:
             self.fair.on_idle(item.tenant_id, now)
 
@@ -160,6 +167,17 @@ class TenancyManager:
         """Items in service order according to the fair-share policy; changes nothing."""
         self._now = now
         return self.fair.order(items, now)
+
+    def queue_key(self, item: QueuedWork) -> tuple:
+        """How the fair-share policy sorts one tenant's own items."""
+        return self.fair.queue_key(item)
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        """The next ``limit`` items of a pending queue in service order; changes nothing."""
+        self._now = now
+        return self.fair.select(heads, limit, now)
 
     def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
         """A step was dispatched: charge its tenant and take the step off the queue books.

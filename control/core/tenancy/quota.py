@@ -43,6 +43,9 @@ class QuotaUse:
     lending_limit: int | None
 
 
+_NO_QUOTA = QuotaVerdict(True, False, "within nominal quota")
+
+
 @dataclass
 class _Hold:
     tenant_id: str
@@ -58,6 +61,8 @@ class QuotaLedger:
         self.device_us_per_unit = device_us_per_unit
         self.held_retry_after_s = held_retry_after_s
         self._specs: dict[tuple[str, str], QuotaSpec] = {}
+        # tenant -> its specs by resource: admission looks only at the asking tenant's quotas
+        self._specs_of: dict[str, tuple[QuotaSpec, ...]] = {}
         self._cohort_of: dict[str, str | None] = {}
         self._usage: dict[tuple[str, str], SlidingUsage | HeldUsage] = {}
         self._holds: dict[str, _Hold] = {}
@@ -80,6 +85,10 @@ class QuotaLedger:
             usage = self._usage.get((spec.tenant_id, spec.resource))
             if isinstance(usage, SlidingUsage):
                 usage.period_s = spec.period_s
+        by_tenant: dict[str, list[QuotaSpec]] = {}
+        for (tenant_id, _resource), spec in sorted(self._specs.items()):
+            by_tenant.setdefault(tenant_id, []).append(spec)
+        self._specs_of = {t: tuple(specs) for t, specs in by_tenant.items()}
 
     # -- usage -------------------------------------------------------------------------------
 
@@ -138,10 +147,11 @@ class QuotaLedger:
 
     def check(self, req: AdmissionRequest, now: float) -> QuotaVerdict:
         """Would ``req`` fit? Changes nothing but expiry of old window entries."""
+        specs = self._specs_of.get(req.tenant_id)
+        if not specs:
+            return _NO_QUOTA  # verdicts are immutable values: one serves every such tenant
         borrowed = False
-        for (tenant_id, _resource), spec in sorted(self._specs.items()):
-            if tenant_id != req.tenant_id:
-                continue
+        for spec in specs:
             verdict = self._check_one(req, spec, now)
             if not verdict.ok:
                 return verdict
@@ -200,7 +210,7 @@ class QuotaLedger:
         """Record an admitted run's demand on every resource its tenant has a quota for."""
         if req.request_id in self._holds:
             raise ValueError(f"request_id {req.request_id!r} is already admitted")
-        resources = tuple(r for (t, r) in sorted(self._specs) if t == req.tenant_id)
+        resources = tuple(spec.resource for spec in self._specs_of.get(req.tenant_id, ()))
         for resource in resources:
             amount = RESOURCE_METERS[resource].demand(req, self.device_us_per_unit)
             self._track(req.tenant_id, resource).add(req.request_id, amount, now)

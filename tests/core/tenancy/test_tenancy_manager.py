@@ -115,7 +115,9 @@ def test_explain_names_position_counter_quota_and_headroom():
 
 
 def test_reclaims_and_snapshot_through_the_manager():
-    m = manager((QuotaSpec("a", "concurrent_requests", 1), QuotaSpec("b", "concurrent_requests", 1)))
+    m = manager(
+        (QuotaSpec("a", "concurrent_requests", 1), QuotaSpec("b", "concurrent_requests", 1))
+    )
     assert not m.admit(request("b1", "b"), 0.0).borrowed
     assert m.admit(request("b2", "b"), 1.0).borrowed
     assert isinstance(m.admit(request("a1", "a"), 2.0), Admitted)

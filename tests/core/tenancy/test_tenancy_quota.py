@@ -62,7 +62,9 @@ def test_windowed_usage_expires_and_is_corrected_to_actual_at_release():
 
 
 def test_owner_reclaims_newest_borrowed_run_that_has_not_produced_output():
-    led = ledger((QuotaSpec("a", "concurrent_requests", 2), QuotaSpec("b", "concurrent_requests", 2)))
+    led = ledger(
+        (QuotaSpec("a", "concurrent_requests", 2), QuotaSpec("b", "concurrent_requests", 2))
+    )
     for rid, t in [("b1", 0.0), ("b2", 1.0), ("b3", 2.0), ("b4", 3.0)]:
         verdict = led.check(request(rid, "b"), t)
         assert verdict.ok
@@ -151,7 +153,9 @@ def test_ledger_invariants_under_any_interleaving(ops, nominals, borrow, lend):
             unpreemptable = sum(1 for r in live if r in streaming and led.is_borrowed(r))
             assert led.overcommit("a", "concurrent_requests", now) <= unpreemptable
         for t in tenants:  # held usage is exactly the runs in flight
-            assert led.usage(t, "concurrent_requests", now) == sum(1 for x, _ in live.values() if x == t)
+            assert led.usage(t, "concurrent_requests", now) == sum(
+                1 for x, _ in live.values() if x == t
+            )
             assert led.usage(t, "tokens_per_min", now) == sum(
                 n for x, at, n in window.values() if x == t and at > now - 60
             )

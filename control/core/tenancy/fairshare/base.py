@@ -7,6 +7,7 @@ these points:
 * ``on_backlogged`` when a tenant's queued count goes from 0 to 1, ``on_idle`` when it returns
   to 0 (VTC lifts counters here so idle time is not banked);
 * ``order`` when a local scheduler forms a batch (must not change state);
+* ``select`` when replicas take work from a model's pending queue (late binding; pure);
 * ``charge`` when a step is dispatched.
 
 Counters are integers in milli cost units per unit of weight ("weighted service").
@@ -42,6 +43,18 @@ class FairSharePolicy(Protocol):
 
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
         """The items in service order (a permutation). Pure: changes no state."""
+        ...
+
+    def queue_key(self, item: QueuedWork) -> tuple:
+        """Sort key of one tenant's items: ``order`` serves a tenant's items in this order."""
+        ...
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        """The first ``limit`` items ``order`` would give for all queued items, given each
+        tenant's leading items (at least ``limit`` of them, or all) sorted by ``queue_key``.
+        Pure. Lets a pending queue take its next items without ordering all of it."""
         ...
 
     def charge(self, tenant_id: str, cost_units: int, now: float) -> None: ...

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from control.core.tenancy.base import QueuedWork
 from control.core.tenancy.priority import fifo_key
@@ -36,6 +38,15 @@ class FcfsFairShare:
 
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
         return sorted(items, key=fifo_key)
+
+    def queue_key(self, item: QueuedWork) -> tuple:
+        return fifo_key(item)
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        """The ``limit`` oldest of the tenants' leading items (each sorted by ``fifo_key``)."""
+        return list(islice(heapq.merge(*heads.values(), key=fifo_key), limit))
 
     def charge(self, tenant_id: str, cost_units: int, now: float) -> None:
         return None

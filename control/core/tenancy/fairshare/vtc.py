@@ -79,7 +79,7 @@ class VtcFairShare:
     def _increment(self, tenant_id: str, cost_units: int, remainder: int) -> tuple[int, int]:
         """(counter increment, new remainder) for charging ``cost_units`` to the tenant."""
         scaled = cost_units * COUNTER_SCALE + remainder
-        weight = self.weight(tenant_id)
+        weight = self._weights.get(tenant_id, 1)
         return scaled // weight, scaled % weight
 
     def charge(self, tenant_id: str, cost_units: int, now: float) -> None:
@@ -91,6 +91,10 @@ class VtcFairShare:
         self._remainder[tenant_id] = rem
         self._last_served = self._counter[tenant_id]
 
+    def queue_key(self, item: QueuedWork) -> tuple:
+        """A tenant's own items are served by class, deadline, arrival (see ``priority``)."""
+        return within_tenant_key(item)
+
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
         """Service order if the batch were filled one item at a time, charging as it goes.
 
@@ -100,33 +104,50 @@ class VtcFairShare:
         per_tenant: dict[str, list[QueuedWork]] = {}
         for item in items:
             per_tenant.setdefault(item.tenant_id, []).append(item)
+        for own in per_tenant.values():
+            own.sort(key=within_tenant_key)
+        return self._merge(per_tenant, len(items))
+
+    def select(
+        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
+    ) -> list[QueuedWork]:
+        """The first ``limit`` items of ``order`` over all queued items, given each tenant's
+        leading items already sorted by ``queue_key``. Pure; O(limit x log tenants)."""
+        return self._merge(heads, limit)
+
+    def _merge(
+        self, per_tenant: Mapping[str, Sequence[QueuedWork]], limit: int
+    ) -> list[QueuedWork]:
+        """Merge per-tenant sorted items by simulated counters, at most ``limit`` of them."""
         heap: list[tuple[int, float, str, int]] = []
         remainders: dict[str, int] = {}
+        floor = self._provisional_floor() if self.config.lift_on_backlog else 0
         for tenant_id, own in per_tenant.items():
-            own.sort(key=within_tenant_key)
+            if not own:
+                continue
             counter = self._counter.get(tenant_id, 0)
             if tenant_id not in self._backlogged and self.config.lift_on_backlog:
-                counter = max(counter, self._provisional_floor())
+                counter = max(counter, floor)
             remainders[tenant_id] = self._remainder.get(tenant_id, 0)
             heap.append((counter, own[0].arrival, tenant_id, 0))
         heapq.heapify(heap)
         ordered: list[QueuedWork] = []
-        while heap:
+        while heap and len(ordered) < limit:
             counter, _, tenant_id, index = heapq.heappop(heap)
-            item = per_tenant[tenant_id][index]
+            own = per_tenant[tenant_id]
+            item = own[index]
             ordered.append(item)
             step, remainders[tenant_id] = self._increment(
                 tenant_id, item.cost_units, remainders[tenant_id]
             )
-            if index + 1 < len(per_tenant[tenant_id]):
-                nxt = per_tenant[tenant_id][index + 1]
-                heapq.heappush(heap, (counter + step, nxt.arrival, tenant_id, index + 1))
+            if index + 1 < len(own):
+                heapq.heappush(heap, (counter + step, own[index + 1].arrival, tenant_id, index + 1))
         return ordered
 
     def _provisional_floor(self) -> int:
         """Counter a tenant not yet marked backlogged would be lifted to."""
         if self._backlogged:
-            return min(self._counter.get(t, 0) for t in self._backlogged)
+            return min([self._counter.get(t, 0) for t in self._backlogged])
         return self._last_served
 
     def counters(self) -> Mapping[str, int]:

@@ -1,0 +1,61 @@
+"""Late binding: ready steps wait per model, in fair-share order, until a replica can start them.
+
+Binding a step to one replica's queue when it becomes ready makes it wait behind whatever that
+replica already holds, whoever owns it: a light tenant's request queues behind a heavy tenant's
+backlog and fair share can only reorder inside each local queue. With late binding (the default)
+a ready step goes to its model's ``PendingQueue``; a replica takes work from there only when it
+can start it soon (ready and free, or finishing within ``bind_ahead_us``), and only up to
+``max_local_batches`` batches of bound work. The tenancy half's ``select`` decides which steps go
+next, so the fair-share order holds across the whole model, not per replica.
+
+Still bound at once: a session that stays on its replica (affinity under the balance guard), a
+step that triggers a cold load (it waits on the loading replica), and every step when
+``enabled`` is False. Among the replicas with room, each taken step goes where the routing
+policy predicts the earliest completion (prefix-cache savings and input transfer included).
+"""
+
+from __future__ import annotations
+
+from control.core.binding_config import BindingConfig  # noqa: F401  (re-exported)
+from control.core.context import CoreState
+from control.core.pending import PendingQueue
+from control.core.state import QueuedStep, ReplicaRecord
+from control.core.types import ReplicaState
+
+
+def pending_of(st: CoreState, model_key: str) -> PendingQueue:
+    queue = st.pending.get(model_key)
+    if queue is None:
+        queue = st.pending[model_key] = PendingQueue(model_key)
+    return queue
+
+
+def park(st: CoreState, step: QueuedStep) -> None:
+    """Put a ready step in its model's pending queue; tells tenancy (``on_enqueue``)."""
+    step.replica_id = None
+    step.pending_model = step.model_key
+    step.arrival = st.now
+    pending_of(st, step.model_key or "").push(step, st.tenancy)
+    st.tenancy.on_enqueue(step.work, st.now)
+
+
+def unpark(st: CoreState, step: QueuedStep, dispatched: bool) -> None:
+    """Take a step out of its pending queue (cancelled or re-routed: ``on_dequeue``)."""
+    queue = st.pending.get(step.pending_model or "")
+    step.pending_model = None
+    if queue is not None and queue.remove(step) and not dispatched:
+        st.tenancy.on_dequeue(step.key, st.now)
+
+
+def room(st: CoreState, rec: ReplicaRecord) -> int:
+    """How many pending steps ``rec`` may take now (0 unless it can start them soon)."""
+    if not rec.routable:
+        return 0
+    ahead = st.config.binding.bind_ahead_us / 1e6
+    if rec.state == ReplicaState.READY:
+        if rec.inflight is not None and rec.busy_until - st.now > ahead:
+            return 0
+    elif rec.state != ReplicaState.LOADING or rec.ready_at - st.now > ahead:
+        return 0
+    cap = st.batching.max_batch_size(rec.model) * st.config.binding.max_local_batches
+    return max(0, cap - len(rec.queue))

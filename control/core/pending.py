@@ -1,0 +1,93 @@
+"""A model's pending queue: ready steps not yet bound to a replica (late binding).
+
+Steps wait here, per tenant, sorted by the tenancy half's ``queue_key``; ``take`` asks the
+tenancy half (``select``) for the next items in fair-share order, giving it only each tenant's
+leading ``limit`` items, so taking k steps costs O(tenants x k) and never orders the whole queue.
+The queue keeps the predicted service time of everything in it (``us``) so that routing can
+price the backlog without scanning it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from control.core.state import QueuedStep
+from control.core.tenancy.base import TenancyPolicy
+
+
+class PendingQueue:
+    """Unbound steps of one model. Entries are (queue key, seq, step); seq breaks ties so a
+    step is never compared."""
+
+    __slots__ = ("model_key", "by_tenant", "entries", "us", "_seq")
+
+    def __init__(self, model_key: str) -> None:
+        self.model_key = model_key
+        self.by_tenant: dict[str, list[tuple[tuple, int, QueuedStep]]] = {}
+        self.entries: dict[str, tuple[tuple, int, QueuedStep]] = {}
+        self.us = 0  # predicted service time (us, one item's share of a full batch) of all steps
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def push(self, step: QueuedStep, tenancy: TenancyPolicy) -> None:
+        """Add a step (its ``est_us`` already set). Raises ValueError for a step already here."""
+        if step.key in self.entries:
+            raise ValueError(f"step {step.key!r} is already pending for {self.model_key}")
+        self._seq += 1
+        entry = (tenancy.queue_key(step.work), self._seq, step)
+        own = self.by_tenant.get(step.work.tenant_id)
+        if own is None:
+            self.by_tenant[step.work.tenant_id] = [entry]
+        elif own[-1] < entry:  # the common case: newer work sorts last
+            own.append(entry)
+        else:
+            insort(own, entry)
+        self.entries[step.key] = entry
+        self.us += step.est_us
+
+    def remove(self, step: QueuedStep) -> bool:
+        """Drop one step (cancelled run, re-routed); False when it is not here."""
+        entry = self.entries.pop(step.key, None)
+        if entry is None:
+            return False
+        tenant = step.work.tenant_id
+        own = self.by_tenant[tenant]
+        del own[bisect_left(own, entry)]
+        if not own:
+            del self.by_tenant[tenant]
+        self.us -= step.est_us
+        return True
+
+    def take(self, limit: int, tenancy: TenancyPolicy, now: float) -> list[QueuedStep]:
+        """Remove and return up to ``limit`` steps in the tenancy half's service order."""
+        if limit <= 0 or not self.entries:
+            return []
+        heads = {t: [e[2].work for e in own[:limit]] for t, own in self.by_tenant.items()}
+        chosen = tenancy.select(heads, limit, now)
+        steps = [self.entries[w.key][2] for w in chosen]
+        per_tenant: dict[str, int] = {}
+        for s in steps:
+            per_tenant[s.work.tenant_id] = per_tenant.get(s.work.tenant_id, 0) + 1
+        for tenant, count in per_tenant.items():
+            own = self.by_tenant[tenant]
+            taken = {s.key for s in steps if s.work.tenant_id == tenant}
+            if {e[2].key for e in own[:count]} == taken:
+                del own[:count]  # a policy serves a tenant's items in queue_key order
+            else:
+                own[:] = [e for e in own if e[2].key not in taken]
+            if not own:
+                del self.by_tenant[tenant]
+        for s in steps:
+            del self.entries[s.key]
+            self.us -= s.est_us
+        return steps
+
+    def ordered(self, tenancy: TenancyPolicy, now: float) -> list[QueuedStep]:
+        """Every step in service order, without removing any (for snapshots: O(n log n))."""
+        heads = {t: [e[2].work for e in own] for t, own in self.by_tenant.items()}
+        return [self.entries[w.key][2] for w in tenancy.select(heads, len(self.entries), now)]
