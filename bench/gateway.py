@@ -2,13 +2,15 @@
 
 Builds a throwaway database with one CPU device, a tiny BERT embedding model (a real executor
 worker runs it) and one tenant; serves the real app with uvicorn on a free loopback port; then
-64 clients send ``/v1/embeddings`` calls back to back for ``--seconds``. Prints JSON:
+64 clients send ``/v1/embeddings`` calls back to back for ``--seconds``. The clients run in a
+separate process, so their own HTTP work is not charged to the gateway. Prints JSON:
 
 * ``req_per_s`` and ``p50_ms``/``p99_ms``: client-measured latency of successful calls;
 * ``overhead_ms_p50``: per call, gateway latency minus the executor's own time for that run
   (``device_ms`` from the ledger, found through the ``X-Legato-Run-Id`` header): what the
   gateway, admission, queueing/batching and bookkeeping add;
-* ``overhead_ms_p50_single``: the same with one client (no queueing behind other calls).
+* ``overhead_ms_p50_single``: the same with one client (no queueing behind other calls);
+* ``writer``: commits and rows of the group-commit writer during the 64-client phase.
 
 Run: ``python bench/gateway.py [--seconds 10] [--clients 64]``. Never run as a timed test.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import shutil
 import socket
 import sys
@@ -98,6 +101,24 @@ async def _clients(base: str, key: str, clients: int, seconds: float) -> list[tu
     return done
 
 
+def _client_process(base: str, key: str, clients: int, seconds: float, out) -> None:  # noqa: ANN001
+    start = perf_counter()
+    calls = asyncio.run(_clients(base, key, clients, seconds))
+    out.put((calls, perf_counter() - start))
+
+
+async def _run_clients(base: str, key: str, clients: int, seconds: float) -> tuple[list, float]:
+    """``_clients`` in a child process (spawned: it shares nothing with the gateway); returns
+    the calls and the wall time of the calling phase."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_client_process, args=(base, key, clients, seconds, out))
+    proc.start()
+    calls = await asyncio.to_thread(out.get)
+    await asyncio.to_thread(proc.join)
+    return calls
+
+
 def _overheads(services, calls: list[tuple[float, str]]) -> list[float]:  # noqa: ANN001
     device_ms = {e.request_id: e.device_ms for e in services.usage.list()}
     return [lat * 1000 - device_ms.get(rid, 0) for lat, rid in calls]
@@ -117,11 +138,11 @@ async def main(seconds: float, clients: int) -> dict:
         while not server.started:
             await asyncio.sleep(0.05)
         base = f"http://127.0.0.1:{port}"
-        await _clients(base, key, 4, 1.0)  # warm-up: first batches, caches
-        single = await _clients(base, key, 1, max(2.0, seconds / 4))
-        start = perf_counter()
-        calls = await _clients(base, key, clients, seconds)
-        wall = perf_counter() - start
+        await _run_clients(base, key, 4, 1.0)  # warm-up: first batches, caches
+        single, _ = await _run_clients(base, key, 1, max(2.0, seconds / 4))
+        commits, rows = inference.writer.commits, inference.writer.rows
+        calls, wall = await _run_clients(base, key, clients, seconds)
+        commits, rows = inference.writer.commits - commits, inference.writer.rows - rows
         server.should_exit = True
         await task
         await inference.stop()
@@ -137,6 +158,11 @@ async def main(seconds: float, clients: int) -> dict:
             "p99_ms": round(percentile(lat, 0.99) or 0, 2),
             "overhead_ms_p50": round(percentile(_overheads(services, calls), 0.5) or 0, 2),
             "overhead_ms_p50_single": round(percentile(_overheads(services, single), 0.5) or 0, 2),
+            "writer": {
+                "commits": commits,
+                "rows": rows,
+                "rows_per_commit": round(rows / max(1, commits), 2),
+            },
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -18,11 +18,13 @@ from control.api.auth import KeyCache
 from control.api.errors import install_error_handlers
 from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
+from control.api.model_cache import ActiveModels
 from control.api.routes import admin, health, usage
 from control.api.routes.resources import RESOURCES
 from control.api.settings import GatewayConfig
 from control.api.state import Gateway
 from control.services import Services
+from control.services.live_config import LiveConfigFeed
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -50,6 +52,8 @@ def create_app(
         spec_validator=spec_validator,
         inference=inference,
         whatif_engine=whatif_engine,
+        models=ActiveModels(),
+        live_config=None if inference is None else LiveConfigFeed(inference.factory, inference),
     )
 
     @asynccontextmanager
@@ -83,9 +87,10 @@ def create_app(
 
 def _include_inference(app: FastAPI) -> None:
     """What-if, runs, OpenAI-compatible, snapshot and WebSocket routes."""
-    from control.api.routes import openai, runs, snapshot, whatif, ws
+    from control.api.routes import openai, runs, snapshot, trial_runs, whatif, ws
 
     app.include_router(whatif.router)
+    app.include_router(trial_runs.router)
     app.include_router(snapshot.router)
     app.include_router(runs.router)
     app.include_router(openai.router)

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from control.api.auth import Principal, require_admin
 from control.api.errors import ERROR_RESPONSES
-from control.api.pagination import PageParams, page_params, paginate
+from control.api.live_feed import feed_change
+from control.api.pagination import PageParams, page_of, page_params
 from control.api.schemas.common import MAX_INT, Page
 from control.api.state import Gateway, gateway
 from control.services import Services
@@ -53,9 +54,12 @@ def _dto(resource: Resource) -> Callable[[Any], BaseModel]:
     return lambda record: resource.out.model_validate(record, from_attributes=True)
 
 
-def _mutated(resource: Resource, request: Request) -> None:
+def _mutated(resource: Resource, request: Request, record: Any, response: Response) -> None:
+    """After a committed mutation: the resource's own hook, then the live core's feed."""
+    gw = gateway(request)
     if resource.after_mutation is not None:
-        resource.after_mutation(gateway(request))
+        resource.after_mutation(gw)
+    feed_change(gw, resource.tag, record, response)
 
 
 def crud_router(resource: Resource) -> APIRouter:
@@ -88,15 +92,17 @@ def _add_reads(router: APIRouter, resource: Resource) -> None:
             page: PageParams = Depends(page_params),
         ) -> Page[out]:  # type: ignore[valid-type]
             service = resource.service(gateway(request).services)
-            records = service.list(**where.model_dump(exclude_none=True))  # type: ignore[attr-defined]
-            return paginate(records, page, to_dto)
+            found = service.page(offset=page.offset, limit=page.limit,
+                                 **where.model_dump(exclude_none=True))  # type: ignore[attr-defined]  # fmt: skip
+            return page_of(found, page, to_dto)
 
     else:
 
         def list_items(  # type: ignore[misc]
             request: Request, page: PageParams = Depends(page_params)
         ) -> Page[out]:  # type: ignore[valid-type]
-            return paginate(resource.service(gateway(request).services).list(), page, to_dto)
+            service = resource.service(gateway(request).services)
+            return page_of(service.page(offset=page.offset, limit=page.limit), page, to_dto)
 
     router.add_api_route("", list_items, methods=["GET"], summary=f"List {entity}s")
 
@@ -111,6 +117,7 @@ def _add_create(router: APIRouter, resource: Resource) -> None:
 
     def create_item(
         request: Request,
+        response: Response,
         body: create,  # type: ignore[valid-type]
         principal: Principal = Depends(require_admin),
     ) -> out:  # type: ignore[valid-type]
@@ -119,7 +126,7 @@ def _add_create(router: APIRouter, resource: Resource) -> None:
             values.update(resource.create_extra(principal))
         service = resource.service(gateway(request).services)
         record = service.create(principal.actor, **values)
-        _mutated(resource, request)
+        _mutated(resource, request, record, response)
         return to_dto(record)
 
     router.add_api_route(
@@ -132,6 +139,7 @@ def _add_update(router: APIRouter, resource: Resource) -> None:
 
     def update_item(
         request: Request,
+        response: Response,
         item_id: id_type,  # type: ignore[valid-type]
         body: update,  # type: ignore[valid-type]
         principal: Principal = Depends(require_admin),
@@ -139,7 +147,7 @@ def _add_update(router: APIRouter, resource: Resource) -> None:
         changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
         service = resource.service(gateway(request).services)
         record = service.update(principal.actor, item_id, **changes)
-        _mutated(resource, request)
+        _mutated(resource, request, record, response)
         return to_dto(record)
 
     router.add_api_route(
@@ -154,11 +162,12 @@ def _add_removal(router: APIRouter, resource: Resource) -> None:
 
         def retire_item(
             request: Request,
+            response: Response,
             item_id: id_type,  # type: ignore[valid-type]
             principal: Principal = Depends(require_admin),
         ) -> out:  # type: ignore[valid-type]
             record = resource.service(gateway(request).services).retire(principal.actor, item_id)
-            _mutated(resource, request)
+            _mutated(resource, request, record, response)
             return to_dto(record)
 
         summary = f"Retire a {resource.tag} (soft delete; the record stays)"
@@ -171,8 +180,9 @@ def _add_removal(router: APIRouter, resource: Resource) -> None:
         principal: Principal = Depends(require_admin),
     ) -> Response:
         resource.service(gateway(request).services).delete(principal.actor, item_id)
-        _mutated(resource, request)
-        return Response(status_code=204)
+        done = Response(status_code=204)
+        _mutated(resource, request, None, done)
+        return done
 
     router.add_api_route(
         "/{item_id}",

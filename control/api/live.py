@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.assembly import CoreBlueprint
+from control.core.dag.spec import PORTS
 from control.executor.base import Executor, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
@@ -52,6 +53,10 @@ def single_model_name(model_name: str) -> str:
 def single_model_spec(model_key: str, task: str) -> dict[str, Any]:
     """The one-node DAG that runs ``model_key`` on the workflow's inputs."""
     inputs, feeds, outputs = _ONE_NODE[task]
+    if task == "rerank" and "scores" in PORTS["rerank"][1]:
+        # Scores reach the caller only once the core declares the port (the executor's rerank
+        # adapter already produces them); until then relevance_score stays null.
+        outputs = {**outputs, "scores": "scores"}
     node: dict[str, Any] = {"id": task, "task": task, "model": model_key}
     if task == "rerank":
         node["params"] = {"top_k": RERANK_ALL}
@@ -148,6 +153,7 @@ def build_inference(
     service = InferenceService(
         services,
         runtime,
+        factory,
         model_ids={f"{m.name}:{m.version}": m.id for m in services.models.list()},
         device_ids={d.name: d.id for d in services.devices.list()},
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -26,12 +26,11 @@ def page_params(
     return PageParams(limit=limit, offset=offset)
 
 
-def paginate(items: Sequence[Any], params: PageParams, to_dto: Callable[[Any], T]) -> Page[T]:
-    """The page of ``items`` that ``params`` asks for, each item converted by ``to_dto``."""
-    chosen = items[params.offset : params.offset + params.limit]
+def page_of(found: Any, params: PageParams, to_dto: Callable[[Any], T]) -> Page[T]:
+    """The envelope of a page the database already cut (``found``: items and total)."""
     return Page[Any](
-        items=[to_dto(i) for i in chosen],
-        total=len(items),
+        items=[to_dto(i) for i in found.items],
+        total=found.total,
         limit=params.limit,
         offset=params.offset,
     )

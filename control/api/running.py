@@ -18,7 +18,7 @@ from fastapi import Header
 
 from control.api.auth import Principal
 from control.api.errors import ApiError
-from control.api.schemas.inference import RunOut, RunUsage
+from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
 from control.services.inference import InferenceService, RunCall, Started
 from control.store.records import RequestRecord
@@ -112,6 +112,7 @@ def run_out(record: RequestRecord) -> RunOut:
     """The tenant's view of a run."""
     result = record.result or {}
     usage = result.get("usage")
+    nodes = result.get("nodes")
     return RunOut(
         id=record.id,
         workflow=record.workflow_name,
@@ -120,6 +121,7 @@ def run_out(record: RequestRecord) -> RunOut:
         outputs=result.get("outputs") if record.status == "succeeded" else None,
         error=record.error,
         usage=RunUsage(**usage) if isinstance(usage, dict) else None,
+        nodes={k: NodeRun(**v) for k, v in nodes.items()} if isinstance(nodes, dict) else None,
         retry_after_s=result.get("retry_after_s") if record.status == "rejected" else None,
         received_at=record.received_at,
         finished_at=record.finished_at,

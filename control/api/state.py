@@ -18,6 +18,7 @@ from control.services import Services
 if TYPE_CHECKING:
     from control.api.auth import KeyCache
     from control.api.metrics import GatewayMetrics
+    from control.api.model_cache import ActiveModels
     from control.services.inference import InferenceService
 
 
@@ -35,6 +36,10 @@ class Gateway:
     #: The twin's what-if engine (``control.services.whatif``) when it is installed.
     whatif_engine: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Active models for the one-model routes (cleared on model changes made here).
+    models: ActiveModels | None = None
+    #: Feeds committed admin changes to the live core (None without a runtime).
+    live_config: Any = None
 
 
 def gateway(request: Request) -> Gateway:

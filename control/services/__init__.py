@@ -1,5 +1,9 @@
 """Use cases of the control plane: each public method is one audited transaction.
 
+Exception by design: request lifecycle rows and usage-ledger entries are data produced at
+request rate, not operator mutations; the inference path writes them unaudited in batches
+(``run_records`` through the group-commit ``writer``).
+
 ``build_services`` wires every service to one session factory and clock; the API, CLI and seed
 take the resulting :class:`Services` bundle.
 """

@@ -8,8 +8,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.store.base import PageOf
 from control.store.records import AuditRecordView
-from control.store.repositories import AuditRepository
+from control.store.repositories import AuditRepository, time_range
+from db.models import AuditRecord
 from db.session import session_scope
 
 
@@ -78,6 +80,48 @@ class AuditService:
             equal["actor"] = actor
         with session_scope(self._factory) as session:
             return AuditRepository(session).list(limit=limit, **equal)
+
+    def page(
+        self,
+        *,
+        entity_type: str | None = None,
+        entity_id: Any = None,
+        actor: str | None = None,
+        action: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        newest_first: bool = True,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> PageOf[AuditRecordView]:
+        """A page of the audit log, newest first by default, filtered in the database by
+        entity, actor, action and ``at`` range (``since`` inclusive, ``until`` exclusive)."""
+        equal = {k: v for k, v in (("entity_type", entity_type), ("actor", actor),
+                                   ("action", action)) if v is not None}  # fmt: skip
+        if entity_id is not None:
+            equal["entity_id"] = str(entity_id)
+        where = time_range(AuditRecord.at, since, until)
+        with session_scope(self._factory) as session:
+            return AuditRepository(session).page(
+                offset=offset, limit=limit, newest_first=newest_first, where=where, **equal
+            )
+
+    def record(
+        self,
+        *,
+        at: datetime,
+        actor: str,
+        action: str,
+        entity_type: str,
+        entity_id: Any,
+        after: dict[str, Any] | None = None,
+    ) -> AuditRecordView:
+        """Append one audit record in its own transaction, for an operator action that is
+        not a row change made by a service (e.g. a test run started on a tenant's behalf)."""
+        with session_scope(self._factory) as session:
+            return write_audit(session, at=at, actor=actor, action=action,
+                               entity_type=entity_type, entity_id=entity_id, before=None,
+                               after=after)  # fmt: skip
 
     def count(self) -> int:
         with session_scope(self._factory) as session:

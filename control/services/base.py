@@ -28,7 +28,8 @@ from control.services.errors import (
     ValidationError,
 )
 from control.services.rules import Rule, validate
-from control.store.base import Repository
+from control.services.rules import is_int as rules_is_int
+from control.store.base import PageOf, Repository
 from db.session import session_scope
 
 RecT = TypeVar("RecT")
@@ -169,6 +170,31 @@ class CrudService(ServiceBase, Generic[RecT]):
                 raise ValidationError(name, value, f"not a column of {self.entity}")
         with session_scope(self._factory) as session:
             return self.repository(session).list(limit=limit, **equal)
+
+    #: Column pages are ordered by (then id); requests order by arrival, not by their uuid.
+    page_order: ClassVar[str] = "id"
+
+    def page(
+        self,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        newest_first: bool = False,
+        **equal: Any,
+    ) -> PageOf[RecT]:
+        """A page of records whose columns equal ``equal`` and how many match in all, filtered
+        and cut in the database. ValidationError names an unknown column or a bad bound."""
+        for name, value in equal.items():
+            if name not in self._columns():
+                raise ValidationError(name, value, f"not a column of {self.entity}")
+        for name, value in (("offset", offset), ("limit", limit)):
+            if value is not None and (not rules_is_int(value) or value < 0):
+                raise ValidationError(name, value, "must be an integer >= 0")
+        with session_scope(self._factory) as session:
+            return self.repository(session).page(
+                offset=offset, limit=limit, newest_first=newest_first,
+                order_column=self.page_order, **equal,
+            )  # fmt: skip
 
     def update(self, actor: str, id_: Any, **changes: Any) -> RecT:
         """Validate and apply ``changes`` to ``id_``, audited as ``update``."""

@@ -1,14 +1,18 @@
-"""Inference use case: an HTTP request becomes one run on the live runtime, recorded once.
+"""Inference use case: an HTTP request becomes one run on the live runtime, recorded durably.
 
-``InferenceService.submit`` records the request (idempotency key included) and hands a new one
-to ``LiveRuntime.submit_run``; a background task then settles it: the ledger gets one entry per
-executed step (``record_usage`` is idempotent per request, node and attempt, so a step is never
-billed twice), and the request row moves to its terminal status with the result or the error.
+Write path (all through one :class:`GroupCommitWriter`, no audit records: these rows are data):
+
+1. ``submit`` writes the queued request (the database enforces the idempotency key) and waits
+   for its commit, then hands the run to ``LiveRuntime.submit_run``: an accepted request is
+   durable before its caller hears of it.
+2. The runtime's usage sink reports each step as it ends; its ledger entry is queued at once
+   (unique per request, node and attempt), so a crash mid-run keeps the billing of the steps
+   already done, and a failed run is billed for exactly its completed steps.
+3. When the run ends its terminal status, usage totals, outputs and per-node figures are queued
+   after its bills; the caller is answered once that commit is done.
+
 A repeated idempotency key is answered from the first request: it is neither run nor billed
-again, and ``wait`` returns the first run's record once it has settled.
-
-Database calls run in one writer thread, off the event loop: the runtime and the API share the
-loop, and a single writer keeps SQLite free of lock contention.
+again. Reads of runs of this process are served from memory; others come from the database.
 """
 
 from __future__ import annotations
@@ -16,29 +20,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.types import Request
-from control.runtime.types import RunHandle, RunRequest, RunResult, StreamDelta, UsageRecord
+from control.runtime.clock import monotonic, utcnow
+from control.runtime.types import RunHandle, RunRequest, StreamDelta, UsageRecord
 from control.services import Services
-from control.services.errors import DomainError, NotFound
-from control.services.requests import TERMINAL
+from control.services.errors import DomainError, UnknownReference
+from control.services.live_catalog import LiveCatalog
+from control.services.run_records import (
+    TERMINAL,
+    AcceptRequest,
+    BillStep,
+    FinishRequest,
+    Submission,
+    apply_run_records,
+)
+from control.services.run_results import RunTrace, StepTiming, device_ms, result_body
+from control.services.writer import GroupCommitWriter, WriterConfig
+from control.store import lifecycle
 from control.store import records as rec
+from db.session import session_scope
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-ACTOR = "gateway"
 #: Retries of an idempotency key whose requests were refused by admission.
 MAX_KEY_RETRIES = 50
 #: How often a run of another process is looked up while waiting for it.
 POLL_S = 0.25
-#: Runtime statuses -> request statuses (a preempted or timed-out run failed for its caller).
-_STATUS = {"succeeded": "succeeded", "rejected": "rejected", "failed": "failed",
-           "preempted": "failed", "timed_out": "failed"}  # fmt: skip
+#: Finished runs of this process kept in memory for ``wait``/``recent``.
+RECENT_RUNS = 2048
+#: How long a readiness verdict is reused: building the core's snapshot for every request
+#: would cost more than the request's own bookkeeping.
+HEALTH_TTL_S = 0.25
 
 
 class ServiceUnavailable(DomainError):
@@ -73,6 +94,8 @@ class Started:
 @dataclass
 class _Live:
     handle: RunHandle
+    record: rec.RequestRecord
+    trace: RunTrace
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -88,80 +111,82 @@ def estimate_tokens(payload: Mapping[str, Any]) -> int:
     return chars // 4 + 1
 
 
-def usage_totals(usage: tuple[UsageRecord, ...]) -> dict[str, int]:
-    """Integer sums of a run's billed steps, as the ledger stores them."""
-    return {
-        "input_tokens": sum(u.input_tokens for u in usage),
-        "output_tokens": sum(u.output_tokens for u in usage),
-        "device_ms": sum((u.device_us + 999) // 1000 for u in usage),
-        "cost_units": sum(u.cost_units for u in usage),
-    }
-
-
-def jsonable(value: Any) -> Any:
-    """Outputs as JSON values (tensors and arrays arrive as lists from the runtime)."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
-
-
 class InferenceService:
-    """Runs requests on ``runtime`` (a started ``LiveRuntime``) and records them once.
+    """Runs requests on ``runtime`` (a ``LiveRuntime``, not yet started) and records them.
 
-    ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to
-    database ids for the ledger. ``on_settled`` is told each settled run (metrics).
+    ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to database
+    ids for the ledger. ``on_settled`` is told each settled run (metrics). ``recover_on_start``
+    fails requests left open by an earlier process (a single gateway per database; turn it off
+    when several gateways share one).
     """
 
     def __init__(
         self,
         services: Services,
         runtime: Any,
+        factory: sessionmaker[Session],
         *,
         model_ids: Mapping[str, int],
         device_ids: Mapping[str, int],
         on_settled: Callable[[str, rec.RequestRecord, tuple[UsageRecord, ...]], None] | None = None,
+        writer: WriterConfig = WriterConfig(),
+        recover_on_start: bool = True,
     ) -> None:
         self.services = services
         self.runtime = runtime
+        self.factory = factory
         self.model_ids = dict(model_ids)
         self.device_ids = dict(device_ids)
         self.on_settled = on_settled
+        self.recover_on_start = recover_on_start
+        self.catalog = LiveCatalog.of(runtime.blueprint)
+        self.writer = GroupCommitWriter(factory, apply_run_records, writer)
         self.started = False
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
+        self.recovered: list[str] = []
         self._live: dict[str, _Live] = {}
+        self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
         self._tasks: set[asyncio.Task] = set()
+        self._health: tuple[str, float] | None = None
+        runtime.usage_sink = self._on_usage
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
+        """Start the writer, fail requests an earlier process left open, start the runtime."""
+        self.writer.start()
+        if self.recover_on_start:
+            self.recovered = await self.writer.run_in_db_thread(self._recover, utcnow())
         await self.runtime.start()
         self.started = True
 
     async def stop(self) -> None:
-        """Stop the runtime (unfinished runs resolve failed), settle them, stop the writer."""
+        """Stop the runtime (unfinished runs resolve failed), settle them, flush the writer."""
         self.started = False
         await self.runtime.stop()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=10)
-        self._writer.shutdown(wait=True)
+        await self.writer.stop()
 
-    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, lambda: fn(*args, **kwargs))
+    def _recover(self, now: datetime) -> list[str]:
+        error = "the gateway restarted before this run finished; completed steps stay billed"
+        with session_scope(self.factory) as session:
+            ids = lifecycle.fail_open_requests(
+                session, received_before=now, error=error, finished_at=now
+            )
+        if ids:
+            log.warning("marked %d request(s) left open by an earlier process failed", len(ids))
+        return ids
 
     # ---- health ----------------------------------------------------------------------------
-    def readiness(self) -> str:
-        """ "ok" when the runtime runs and at least one device is up; else why not."""
+    def readiness(self, *, fresh: bool = False) -> str:
+        """ "ok" when the runtime runs and at least one device is up; else why not. The device
+        verdict is reused for ``HEALTH_TTL_S`` unless ``fresh``."""
         if not self.started:
             return "runtime not started"
-        if not any(d.up for d in self.runtime.snapshot().devices):
-            return "no healthy device"
-        return "ok"
+        now = monotonic()
+        if fresh or self._health is None or now - self._health[1] >= HEALTH_TTL_S:
+            up = any(d.up for d in self.runtime.snapshot().devices)
+            self._health = ("ok" if up else "no healthy device", now)
+        return self._health[0]
 
     def require_capacity(self) -> None:
         """Raise ServiceUnavailable when no healthy device could serve a run now."""
@@ -174,13 +199,19 @@ class InferenceService:
             raise ServiceUnavailable("the live runtime is not running")
         return self.runtime.snapshot()
 
+    def recent(self, limit: int = 50) -> list[rec.RequestRecord]:
+        """Runs of this process that finished most recently, newest first."""
+        return list(reversed(self._recent.values()))[:limit]
+
     # ---- runs ------------------------------------------------------------------------------
     async def submit(self, call: RunCall) -> Started:
-        """Record the request and start its run, or find the first request of an idempotency
-        key (same body) — IdempotencyConflict for a different body, ServiceUnavailable when
-        nothing can serve, domain errors for unknown workflows or inactive tenants."""
+        """Record the request durably and start its run, or find the first request of an
+        idempotency key (same body). Raises IdempotencyConflict (different body),
+        ServiceUnavailable (nothing can serve), UnknownReference (no usable workflow)."""
         self.require_capacity()
-        await self._require_runnable(call.workflow_name, call.workflow_version)
+        key = f"{call.workflow_name}:{call.workflow_version}"
+        if not self.catalog.has_workflow(key):
+            await self._refuse_unrunnable(call.workflow_name, call.workflow_version)
         sub = await self._record(call)
         if sub.existing:
             return Started(sub.request, existing=True)
@@ -188,68 +219,90 @@ class InferenceService:
         core_request = Request(
             request_id=record.id,
             tenant_id=call.tenant_name,
-            workflow=f"{call.workflow_name}:{call.workflow_version}",
+            workflow=key,
             priority_class=record.priority_class,
             session_id=call.session_id,
             prompt_tokens=estimate_tokens(call.payload),
             max_output_tokens=call.max_output_tokens,
             idempotency_key=call.idempotency_key,
         )
-        live = _Live(self.runtime.submit_run(RunRequest(core_request, dict(call.payload))))
+        trace = RunTrace(accepted_at=monotonic())
+        live = _Live(self.runtime.submit_run(RunRequest(core_request, dict(call.payload))),
+                     record, trace)  # fmt: skip
         self._live[record.id] = live
         task = asyncio.get_running_loop().create_task(self._settle(record.id, live))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return Started(record, existing=False)
 
-    async def _record(self, call: RunCall) -> Any:
-        """Record the request. A key whose request was refused by admission (429) is not
-        spent: the retry the refusal asked for is recorded under the key's next retry slot
-        (``key~retryN``), and a later repeat walks the chain to the latest attempt."""
+    async def _record(self, call: RunCall) -> Submission:
+        """Write the request. A key whose request was refused by admission (429) is not spent:
+        the retry it asked for is recorded under the key's next retry slot (``key~retryN``),
+        and a later repeat walks the chain to the latest attempt."""
+        priority = call.priority_class or self.catalog.priority_of(call.tenant_name)
+        sub: Submission | None = None
         for attempt in range(MAX_KEY_RETRIES + 1):
             key = call.idempotency_key
             if key is not None and attempt:
                 key = f"{key}~retry{attempt}"
-            sub = await self._db(
-                self.services.requests.submit,
-                call.actor,
-                tenant_id=call.tenant_id,
-                workflow_name=call.workflow_name,
-                workflow_version=call.workflow_version,
-                body_hash=call.body_hash,
-                priority_class=call.priority_class,
+            op = AcceptRequest.new(
+                request_id=str(uuid.uuid4()), tenant_id=call.tenant_id,
+                workflow_name=call.workflow_name, workflow_version=call.workflow_version,
+                body_hash=call.body_hash, priority_class=priority, received_at=utcnow(),
                 idempotency_key=key,
-            )
+            )  # fmt: skip
+            sub = await self.writer.write(op)
             if not (sub.existing and sub.request.status == "rejected"):
                 return sub
+        assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
 
-    async def _require_runnable(self, name: str, version: str) -> None:
-        """ServiceUnavailable for a stored workflow the live core does not have (it needs a
-        model without local weights, or it was added after the runtime started)."""
-        known = {w.workflow for w in self.runtime.blueprint.workflows}
-        if f"{name}:{version}" in known:
-            return
-        stored = await self._db(self.services.workflows.by_name, name, version)
+    async def _refuse_unrunnable(self, name: str, version: str) -> None:
+        """The workflow is not in the live core: ServiceUnavailable for an active stored one
+        (it needs a model without local weights here), UnknownReference otherwise."""
+        stored = await self.writer.run_in_db_thread(self.services.workflows.by_name, name, version)
         if stored is not None and stored.status == "active":
             raise ServiceUnavailable(
                 f"workflow {name}:{version} cannot run on this gateway's devices: it needs a "
-                "model without local weights, or it was added after the runtime started"
+                "model without local weights here, or the live core refused it"
             )
+        state = "no such workflow" if stored is None else f"it is {stored.status}"
+        raise UnknownReference("workflow", f"{name}@{version}", f"active workflow ({state})")
+
+    def _on_usage(self, usage: UsageRecord) -> None:
+        """The runtime's usage sink (loop thread, must not block): queue the step's ledger
+        entry now, and note its timing for the run's per-node view."""
+        live = self._live.get(usage.request_id)
+        if live is not None:
+            done_ms = int((monotonic() - live.trace.accepted_at) * 1000)
+            live.trace.steps.append(StepTiming(usage, done_ms))
+        op = BillStep(
+            request_id=usage.request_id, node_id=usage.node_id, attempt=str(usage.attempt),
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=utcnow(),
+            model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
+        )  # fmt: skip
+        self.writer.submit(op).add_done_callback(_log_bill_failure)
 
     def stream(self, request_id: str) -> AsyncIterator[StreamDelta] | None:
         """Token deltas of a run of this process still going (None: nothing to stream)."""
         live = self._live.get(request_id)
         return None if live is None or live.handle.done else live.handle.stream()
 
+    async def get(self, request_id: str) -> rec.RequestRecord:
+        """The request as it stands (memory for runs of this process, else the database)."""
+        live = self._live.get(request_id)
+        if live is not None:
+            return live.record
+        found = self._recent.get(request_id)
+        if found is not None:
+            return found
+        return await self.writer.run_in_db_thread(self.services.requests.get, request_id)
+
     async def wait(self, request_id: str, timeout_s: float) -> rec.RequestRecord:
         """The request's record once it is terminal, or as it stands after ``timeout_s``.
-
-        A run of this process is awaited on its completion event; any other (started by
-        another gateway process, or before a restart) is polled in the database."""
-        record = await self._db(self.services.requests.get, request_id)
-        if record.status in TERMINAL or timeout_s <= 0:
-            return record
+        A run of this process is awaited on its completion; others are polled."""
+        record = await self.get(request_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while record.status not in TERMINAL and loop.time() < deadline:
@@ -260,69 +313,44 @@ class InferenceService:
                     await asyncio.wait_for(live.done.wait(), left)
             else:
                 await asyncio.sleep(min(POLL_S, max(0.0, left)))
-            record = await self._db(self.services.requests.get, request_id)
+            record = await self.get(request_id)
         return record
 
     async def _settle(self, request_id: str, live: _Live) -> None:
-        """Bill the run's steps, record its end, wake its waiters. Never raises."""
-        result: RunResult = await live.handle.result()
+        """Record the run's end after its bills, publish it, wake its waiters. Never raises."""
+        result = await live.handle.result()
+        refs = self.catalog.output_refs(live.record.workflow_name, live.record.workflow_version)
         try:
-            record = await self._db(self._persist, request_id, result)
+            status, body, error = result_body(result, live.trace, refs)
+            started = _started_at(live.trace) if status != "rejected" else None
+            finish = FinishRequest(request_id, status, utcnow(), body, error, started)
+            await self.writer.write(finish)
+            final = replace(live.record, status=status, result=body, error=error,
+                            finished_at=finish.finished_at, started_at=started)  # fmt: skip
+            self._remember(final)
             if self.on_settled is not None:
-                self.on_settled(request_id, record, result.usage)
+                self.on_settled(request_id, final, tuple(s.usage for s in live.trace.steps))
         except Exception:  # a settle that fails must not kill the loop; the row stays open
             log.exception("could not record the end of request %s", request_id)
         finally:
-            live.done.set()
             self._live.pop(request_id, None)
+            live.done.set()
 
-    def _persist(self, request_id: str, result: RunResult) -> rec.RequestRecord:
-        """Ledger entries first (a failed run is billed for the steps that completed), then
-        the request's terminal status."""
-        for usage in result.usage:
-            self._bill(usage)
-        status = _STATUS.get(result.status, "failed")
-        requests = self.services.requests
-        if status == "rejected" and result.retry_after_s is None:
-            status = "failed"  # refused by the core (not admission): nothing to retry later
-        if status == "rejected":
-            body = {"retry_after_s": result.retry_after_s or 1.0, "reason": result.reason}
-            return requests.finish(ACTOR, request_id, "rejected", result=body, error=result.reason)
-        requests.start(ACTOR, request_id)
-        body = {"status": result.status, "usage": usage_totals(result.usage)}
-        if status == "succeeded":
-            body["outputs"] = jsonable(dict(result.outputs))
-            return requests.finish(ACTOR, request_id, status, result=body)
-        error = result.error or result.reason or f"run {result.status}"
-        return requests.finish(ACTOR, request_id, status, result=body, error=error)
-
-    def _bill(self, usage: UsageRecord) -> None:
-        self.services.usage.record_usage(
-            ACTOR,
-            request_id=usage.request_id,
-            node_id=usage.node_id,
-            attempt=usage.attempt,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            device_ms=(usage.device_us + 999) // 1000,
-            cost_units=usage.cost_units,
-            model_id=self.model_ids.get(usage.model),
-            device_id=self.device_ids.get(usage.device),
-        )
+    def _remember(self, record: rec.RequestRecord) -> None:
+        self._recent[record.id] = record
+        while len(self._recent) > RECENT_RUNS:
+            self._recent.popitem(last=False)
 
 
-def usage_entries(
-    services: Services, *, tenant_id: int | None = None, request_id: str | None = None
-) -> list[rec.UsageRecord]:
-    """Ledger entries, oldest first, of one tenant and/or one request (all when neither).
-    NotFound when ``request_id`` names no request (or one of another tenant)."""
-    if request_id is not None:
-        request = services.requests.get(request_id)
-        if tenant_id is not None and request.tenant_id != tenant_id:
-            raise NotFound("request", request_id)
-        return services.usage.list(request_id=request_id)
-    entries = services.usage.list()
-    if tenant_id is None:
-        return entries
-    mine = {r.id for r in services.requests.list(tenant_id=tenant_id)}
-    return [e for e in entries if e.request_id in mine]
+def _started_at(trace: RunTrace) -> datetime | None:
+    """When execution began: the first step's end less its device time (None: no step ran)."""
+    if not trace.steps:
+        return None
+    first = trace.steps[0]
+    ago_ms = int((monotonic() - trace.accepted_at) * 1000) - first.done_ms + device_ms(first.usage)
+    return utcnow() - timedelta(milliseconds=max(0, ago_ms))
+
+
+def _log_bill_failure(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("ledger entry not written: %s", future.exception())

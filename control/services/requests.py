@@ -58,6 +58,7 @@ class RequestService(CrudService[rec.RequestRecord]):
     updatable = frozenset()  # only through the transitions below
     retired_status = "cancelled"
     stamp_field = "received_at"
+    page_order = "received_at"
 
     def create(self, actor: str, **values: Any) -> rec.RequestRecord:
         return self.submit(actor, **values).request

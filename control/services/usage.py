@@ -9,6 +9,7 @@ no update and no delete: a correction is a new entry under a new attempt.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -48,6 +49,15 @@ class UsageRecording:
     entry: rec.UsageRecord
     created: bool
     reason: str
+
+
+@dataclass(frozen=True)
+class LedgerPage:
+    """One page of ledger lines, how many match, and integer sums over all of them."""
+
+    lines: list[rec.UsageLine]
+    total: int
+    totals: dict[str, int]
 
 
 def _already_billed(entry: rec.UsageRecord) -> UsageRecording:
@@ -140,6 +150,25 @@ class UsageLedgerService(ServiceBase):
         equal = {} if request_id is None else {"request_id": request_id}
         with session_scope(self._factory) as session:
             return repo.UsageRepository(session).list(limit=limit, **equal)
+
+    def ledger(
+        self,
+        *,
+        tenant_id: int | None = None,
+        request_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> LedgerPage:
+        """A page of entries with their tenant (oldest first), filtered in the database by
+        tenant, request and time range, with sums over every matching entry."""
+        with session_scope(self._factory) as session:
+            page, totals = repo.UsageRepository(session).ledger(
+                tenant_id=tenant_id, request_id=request_id, since=since, until=until,
+                offset=offset, limit=limit,
+            )  # fmt: skip
+        return LedgerPage(lines=page.items, total=page.total, totals=totals)
 
     def totals(self, *, request_id: str | None = None) -> dict[str, int]:
         """Integer sums of input/output tokens, device ms and cost units."""

@@ -8,16 +8,25 @@ service's ``session_scope`` commits.
 from __future__ import annotations
 
 import copy
-from dataclasses import fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from db.base import Base
 
 RowT = TypeVar("RowT", bound=Base)
 RecT = TypeVar("RecT")
+
+
+@dataclass(frozen=True)
+class PageOf(Generic[RecT]):
+    """One page of records and how many match in all."""
+
+    items: list[RecT]
+    total: int
 
 
 class Repository(Generic[RowT, RecT]):
@@ -58,6 +67,31 @@ class Repository(Generic[RowT, RecT]):
         if limit is not None:
             query = query.limit(limit)
         return [self.to_record(r) for r in self.session.scalars(query)]
+
+    def page(
+        self,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        newest_first: bool = False,
+        order_column: str = "id",
+        where: Sequence[ColumnElement[bool]] = (),
+        **equal: Any,
+    ) -> PageOf[RecT]:
+        """Records matching ``equal`` and every ``where`` clause, ordered by ``order_column``
+        then id (oldest first, or newest first), ``offset`` skipped and at most ``limit``
+        returned; ``total`` counts every match. Raises ValueError naming a negative ``offset``
+        or ``limit``."""
+        if offset < 0 or (limit is not None and limit < 0):
+            raise ValueError(f"offset={offset}, limit={limit}: both must be >= 0")
+        base = select(self.row_type).filter_by(**equal).where(*where)
+        total = self.session.scalar(select(func.count()).select_from(base.subquery()))
+        keys = [getattr(self.row_type, order_column), self.row_type.id]
+        query = base.order_by(*(k.desc() if newest_first else k for k in keys)).offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        items = [self.to_record(r) for r in self.session.scalars(query)]
+        return PageOf(items=items, total=int(total or 0))
 
     def count(self, **equal: Any) -> int:
         query = select(func.count()).select_from(self.row_type).filter_by(**equal)

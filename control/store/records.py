@@ -218,3 +218,12 @@ class AuditRecordView:
     entity_id: str
     before: dict[str, Any] | None
     after: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    """A ledger entry with the tenant its request belongs to."""
+
+    entry: UsageRecord
+    tenant_id: int
+    tenant_name: str

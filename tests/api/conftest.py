@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.api.app import create_app
 from control.api.auth import KeyCache
+from control.api.model_cache import ActiveModels
 from control.api.settings import GatewayConfig
 from control.services import Services, build_services
 from control.services.workflow_validation import make_spec_validator
@@ -57,7 +58,8 @@ def stack(tmp_path: Path, _sqlite_template: Path, _shared_app) -> Stack:
     gw = _shared_app.state.gateway  # type: ignore[attr-defined]
     gw.services, gw.spec_validator = services, validator
     gw.key_cache = KeyCache(gw.config.key_cache_ttl_s)
-    gw.inference = gw.whatif_engine = None
+    gw.inference = gw.whatif_engine = gw.live_config = None
+    gw.models = ActiveModels()
     return Stack(factory, services, _shared_app)
 
 

@@ -191,6 +191,11 @@ async def test_audit_filters_and_order(admin):
     assert newest["items"][0]["id"] > oldest["items"][0]["id"]
     only = (await admin.get("/admin/audit", params={"entity_type": "tenant"})).json()
     assert only["total"] == 1 and only["items"][0]["action"] == "create"
+    middle = oldest["items"][1]["at"]
+    since = (await admin.get("/admin/audit", params={"since": middle, "order": "asc"})).json()
+    until = (await admin.get("/admin/audit", params={"until": middle})).json()
+    assert since["items"][0]["at"] >= middle and since["total"] + until["total"] == newest["total"]
+    assert all(a["at"] < middle for a in until["items"])
 
 
 async def test_body_over_the_limit_is_413(admin):

@@ -332,6 +332,79 @@ async def test_failed_run_is_billed_only_for_completed_steps(live, acme):
     assert run["usage"]["input_tokens"] == billed[0].input_tokens
 
 
+async def test_runs_keep_each_nodes_output_and_time(live, acme):
+    body = {"inputs": {"query": "where is Paris", "documents": ["Paris is in France", "dogs"]}}
+    run = (await acme.post("/v1/workflows/pipe/versions/1/runs", json=body)).json()
+    nodes = run["nodes"]
+    assert set(nodes) == {"rerank", "gen"}
+    assert nodes["gen"]["outputs"]["text"] == run["outputs"]["answer"]
+    assert nodes["rerank"]["outputs"]["documents"] == run["outputs"]["ranked"]
+    assert nodes["rerank"]["done_ms"] <= nodes["gen"]["done_ms"]  # gen reads rerank's output
+    billed = {e.node_id: e for e in live[1].usage.list(request_id=run["id"])}
+    for node_id, view in nodes.items():
+        assert view["device_ms"] == billed[node_id].device_ms
+        assert view["input_tokens"] == billed[node_id].input_tokens
+
+
+async def test_admin_test_run_on_behalf_of_a_tenant_is_audited_and_billed_to_it(live):
+    services, ids = live[1], live[3]
+    body = {"tenant_id": ids["globex"], "inputs": {"query": "q", "documents": ["a", "b"]}}
+    async with client_for(live[0], ADMIN_TOKEN) as admin:
+        r = await admin.post("/admin/workflows/pipe/versions/1/test-runs", json=body)
+        assert r.status_code == 200, r.text
+        run = r.json()
+        usage = (await admin.get("/admin/usage", params={"request_id": run["id"]})).json()
+        audit = (await admin.get("/admin/audit", params={"action": "test_run"})).json()
+        missing = await admin.post("/admin/workflows/pipe/versions/1/test-runs",
+                                   json={**body, "tenant_id": 999_999})  # fmt: skip
+    assert set(run["nodes"]) == {"rerank", "gen"} and run["status"] == "succeeded"
+    assert services.requests.get(run["id"]).tenant_id == ids["globex"]
+    assert {(e["tenant_id"], e["tenant_name"]) for e in usage["items"]} == {
+        (ids["globex"], "globex")
+    }
+    assert [a["entity_id"] for a in audit["items"]] == [run["id"]]
+    assert audit["items"][0]["actor"] == "admin"
+    assert missing.status_code == 404
+
+
+async def test_admin_changes_reach_the_live_core_without_a_restart(live):
+    app, services, keys, ids = live
+    spec = {"inputs": {"text": "text"}, "outputs": {"vec": "e.embedding"},
+            "nodes": [{"id": "e", "task": "embed", "model": "tiny-embed:1"}],
+            "edges": [{"from": "input.text", "to": "e.text"}]}  # fmt: skip
+    async with client_for(app, ADMIN_TOKEN) as admin, client_for(app, keys["globex"]) as globex:
+        made = await admin.post("/admin/workflows", json={"name": "fresh", "version": "1",
+                                                          "spec": spec, "status": "active"})  # fmt: skip
+        assert made.status_code == 201, made.text
+        assert made.headers["X-Legato-Live-Config"].startswith("applied")
+        ran = await globex.post("/v1/workflows/fresh/versions/1/runs",
+                                json={"inputs": {"text": "hello"}})  # fmt: skip
+        assert ran.status_code == 200, ran.text
+        assert len(ran.json()["outputs"]["vec"]) == 32
+        await admin.delete(f"/admin/workflows/{made.json()['id']}")
+        gone = await globex.post("/v1/workflows/fresh/versions/1/runs",
+                                 json={"inputs": {"text": "hello"}})  # fmt: skip
+        assert gone.status_code == 422 and "retired" in gone.json()["detail"]
+        quota = {"tenant_id": ids["globex"], "resource": "requests_per_min", "nominal": 0,
+                 "borrowing_limit": 0, "lending_limit": 0}  # fmt: skip
+        q = await admin.post("/admin/quotas", json=quota)
+        assert q.headers["X-Legato-Live-Config"].startswith("applied"), q.headers
+        refused = await globex.post("/v1/embeddings", json={"model": "tiny-embed", "input": "x"})
+        assert refused.status_code == 429, refused.text
+        await admin.delete(f"/admin/quotas/{q.json()['id']}")
+        again = await globex.post("/v1/embeddings", json={"model": "tiny-embed", "input": "x"})
+        assert again.status_code == 200, again.text
+
+
+async def test_snapshot_shows_rollout_and_recent_runs(live):
+    async with client_for(live[0], ADMIN_TOKEN) as admin:
+        snap = (await admin.get("/admin/snapshot")).json()
+    assert "rollout" in snap and "pending" in snap and "cold_starts" in snap
+    recent = snap["recent_runs"]
+    assert recent and recent[0]["finished_at"] >= recent[-1]["finished_at"]
+    assert {r["status"] for r in recent} <= {"succeeded", "failed", "rejected"}
+
+
 async def test_workflow_the_live_fleet_cannot_run_is_503_and_not_recorded(live, acme):
     before = len(live[1].requests.list())
     r = await acme.post("/v1/workflows/twin-only/versions/1/runs", json={"inputs": {"prompt": "x"}})

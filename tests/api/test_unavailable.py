@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from control.core.tenancy.base import TenancyConfig
 from control.services.inference import InferenceService
 from tests.api.conftest import ADMIN_TOKEN, build_stack, client_for, make_tenant
 
@@ -20,11 +21,20 @@ class _Snapshot:
     devices: tuple[_Device, ...]
 
 
+@dataclass(frozen=True)
+class _Blueprint:
+    workflows: tuple = ()
+    models: tuple = ()
+    tenancy: TenancyConfig = TenancyConfig()
+
+
 class DownRuntime:
     """A runtime whose only device is down: it must never be handed a run."""
 
     def __init__(self) -> None:
         self.submitted: list[object] = []
+        self.blueprint = _Blueprint()
+        self.usage_sink = None
 
     async def start(self) -> None: ...
 
@@ -49,7 +59,9 @@ async def test_without_a_runtime_inference_is_503_and_admin_works(stack, admin):
 async def test_no_healthy_device_is_503_before_anything_is_recorded(tmp_path, _sqlite_template):
     runtime = DownRuntime()
     stack = build_stack(tmp_path / "l.db", _sqlite_template)
-    inference = InferenceService(stack.services, runtime, model_ids={}, device_ids={})
+    inference = InferenceService(
+        stack.services, runtime, stack.factory, model_ids={}, device_ids={}
+    )
     stack.app.state.gateway.inference = inference
     await inference.start()
     async with client_for(stack.app, ADMIN_TOKEN) as admin:

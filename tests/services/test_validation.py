@@ -77,7 +77,7 @@ BAD: list[tuple[str, str, Any, type[Exception]]] = [
     ("placements", "model_id", MISSING, UnknownReference),
     ("placements", "plan_id", MISSING, UnknownReference),
     ("placements", "replicas", 0, ValidationError),
-    ("placements", "pool", "hot", ValidationError),
+    ("placements", "pool", "warm", ValidationError),
     ("workflows", "name", "rag", DuplicateName),  # with version "1" from the world
     ("workflows", "status", "paused", ValidationError),
     ("workflows", "spec", "not an object", ValidationError),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from control.api.auth import Principal, require_admin
 from control.api.crud import IntId
 from control.api.errors import ERROR_RESPONSES, ApiError, Problem
-from control.api.pagination import PageParams, page_params, paginate
+from control.api.live_feed import feed_change
+from control.api.pagination import PageParams, page_of, page_params
 from control.api.schemas import placement as p
 from control.api.schemas import records as r
 from control.api.schemas import tenancy as t
@@ -78,24 +79,31 @@ def validate_workflow(request: Request, body: p.SpecCheck) -> p.SpecReport:
 
 
 @router.post("/admin/workflows", status_code=201, tags=["workflow"])
-def create_workflow(request: Request, body: p.WorkflowCreate, who: Admin) -> p.WorkflowOut:
-    """Store a workflow version; a spec with problems is a 422 listing each one by node."""
+def create_workflow(
+    request: Request, response: Response, body: p.WorkflowCreate, who: Admin
+) -> p.WorkflowOut:
+    """Store a workflow version; a spec with problems is a 422 listing each one by node. An
+    active one is served at once (``X-Legato-Live-Config`` says how the live core took it)."""
     gw = gateway(request)
     _require_valid(gw, body.spec)
     record = gw.services.workflows.create(who.actor, **body.model_dump(exclude_unset=True))
+    feed_change(gw, "workflow", record, response)
     return p.WorkflowOut.model_validate(record)
 
 
 @router.patch("/admin/workflows/{item_id}", tags=["workflow"])
 def update_workflow(
-    request: Request, item_id: IntId, body: p.WorkflowUpdate, who: Admin
+    request: Request, response: Response, item_id: IntId, body: p.WorkflowUpdate, who: Admin
 ) -> p.WorkflowOut:
-    """Change a workflow's spec or status; a new spec is validated like on create."""
+    """Change a workflow's spec or status; a new spec is validated like on create. The live
+    core serves the new version at once (or stops serving a retired or draft one)."""
     gw = gateway(request)
     if body.spec is not None:
         _require_valid(gw, body.spec)
     changes = body.model_dump(exclude_unset=True)
-    return p.WorkflowOut.model_validate(gw.services.workflows.update(who.actor, item_id, **changes))
+    record = gw.services.workflows.update(who.actor, item_id, **changes)
+    feed_change(gw, "workflow", record, response)
+    return p.WorkflowOut.model_validate(record)
 
 
 @router.get("/admin/audit", tags=["audit"])
@@ -105,12 +113,10 @@ def list_audit(
     page: PageParams = Depends(page_params),
     order: Literal["asc", "desc"] = "desc",
 ) -> Page[r.AuditOut]:
-    """The audit log, newest first by default, filtered by entity, actor and action."""
-    records = gateway(request).services.audit.list(
-        entity_type=where.entity_type, entity_id=where.entity_id, actor=where.actor
-    )
-    if where.action is not None:
-        records = [a for a in records if a.action == where.action]
-    if order == "desc":
-        records = records[::-1]
-    return paginate(records, page, r.AuditOut.model_validate)
+    """The audit log, newest first by default, filtered by entity, actor, action and time
+    range (``since`` inclusive, ``until`` exclusive), paged in the database."""
+    found = gateway(request).services.audit.page(
+        **where.model_dump(exclude_none=True), newest_first=order == "desc",
+        offset=page.offset, limit=page.limit,
+    )  # fmt: skip
+    return page_of(found, page, r.AuditOut.model_validate)

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
 from control.api.auth import Principal, require_tenant
 from control.api.errors import ERROR_RESPONSES, ApiError
@@ -40,11 +39,12 @@ MAX_EMBED_INPUTS = 64
 RUN_HEADER = "X-Legato-Run-Id"
 
 
-def _find_model(gw: Gateway, wanted: str, task: str) -> ModelRecord:
+async def _find_model(gw: Gateway, wanted: str, task: str) -> ModelRecord:
     """The active model ``name`` (newest version) or ``name:version`` doing ``task``."""
     name, _, version = wanted.partition(":")
-    found = [m for m in gw.services.models.list(name=name, status="active")
-             if (not version or m.version == version)]  # fmt: skip
+    assert gw.models is not None
+    named = await gw.models.named(name, lambda: gw.services.models.list(status="active"))
+    found = [m for m in named if (not version or m.version == version)]
     if not found:
         raise ApiError(404, "not_found", f"no active model {wanted!r}", field="model")
     model = found[-1]
@@ -86,7 +86,7 @@ def list_models(request: Request, who: Tenant) -> s.ModelList:
     gw = gateway(request)
     models = gw.services.models.list(status="active")
     if gw.inference is not None:
-        live = {m.key for m in gw.inference.runtime.blueprint.models}
+        live = set(gw.inference.catalog.models)
         models = [m for m in models if f"{m.name}:{m.version}" in live]
     cards = [s.ModelCard(id=f"{m.name}:{m.version}", created=int(m.created_at.timestamp()),
                          task=m.task) for m in models]  # fmt: skip
@@ -104,7 +104,7 @@ async def embeddings(
     """One embedding per input text (each a run; a key covers the whole call). The
     ``X-Legato-Run-Id`` header lists the runs, in input order."""
     gw = gateway(request)
-    model = await run_in_threadpool(_find_model, gw, body.model, "embed")
+    model = await _find_model(gw, body.model, "embed")
     texts = [body.input] if isinstance(body.input, str) else body.input
     if not texts or len(texts) > MAX_EMBED_INPUTS:
         raise ApiError(422, "invalid_value", f"input: 1 to {MAX_EMBED_INPUTS} texts", field="input")
@@ -131,7 +131,7 @@ async def _generate(
     key: str | None,
 ) -> tuple[Gateway, ModelRecord, str, str]:  # fmt: skip
     gw = gateway(request)
-    model = await run_in_threadpool(_find_model, gw, body.model, "generate")
+    model = await _find_model(gw, body.model, "generate")
     digest = body_hash(route, body.model_dump())
     started = await start_run(gw, who, (single_model_name(model.name), model.version),
                               {"prompt": prompt}, digest, key,
@@ -216,16 +216,19 @@ async def rerank(
 ) -> s.RerankResponse:
     """Order ``documents`` by relevance to ``query``; the best ``top_n`` (all by default)."""
     gw = gateway(request)
-    model = await run_in_threadpool(_find_model, gw, body.model, "rerank")
+    model = await _find_model(gw, body.model, "rerank")
     payload = {"query": body.query, "documents": list(body.documents)}
     record = await _one(gw, who, model, payload, body_hash("/v1/rerank", body.model_dump()), key)
-    ranked = [str(d) for d in _outputs(record).get("documents") or []]
+    outputs = _outputs(record)
+    ranked = [str(d) for d in outputs.get("documents") or []]
+    scores = outputs.get("scores")  # per input document, when the workflow exposes them
     results = []
     unused = list(range(len(body.documents)))
     for text in ranked[: body.top_n or len(ranked)]:
         index = next(i for i in unused if body.documents[i] == text)
         unused.remove(index)
         doc = {"text": text} if body.return_documents else None
-        results.append(s.RerankResult(index=index, document=doc))
+        score = float(scores[index]) if isinstance(scores, list) and index < len(scores) else None
+        results.append(s.RerankResult(index=index, relevance_score=score, document=doc))
     return s.RerankResponse(id=f"rerank-{record.id}", model=f"{model.name}:{model.version}",
                             results=results, usage=_usage([record]))  # fmt: skip

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from control.api.auth import Principal, any_principal, require_tenant
 from control.api.errors import ERROR_RESPONSES
-from control.api.pagination import PageParams, page_params, paginate
+from control.api.pagination import PageParams, page_of, page_params
 from control.api.running import (
     IdempotencyKey,
     body_hash,
@@ -79,8 +79,10 @@ def list_runs(
     where = {} if status is None else {"status": status}
     if not who.is_admin:
         where["tenant_id"] = who.tenant_id
-    records = gateway(request).services.requests.list(**where)[::-1]
-    return paginate(records, page, run_out)
+    found = gateway(request).services.requests.page(
+        offset=page.offset, limit=page.limit, newest_first=True, **where
+    )
+    return page_of(found, page, run_out)
 
 
 @router.get("/v1/runs/{run_id}")

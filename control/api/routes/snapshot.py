@@ -12,8 +12,12 @@ from fastapi import APIRouter, Depends, Request
 from control.api.auth import Principal, require_admin
 from control.api.errors import ERROR_RESPONSES
 from control.api.running import inference_of
-from control.api.schemas.snapshot import LiveSnapshot, TenantLive
+from control.api.schemas.snapshot import LiveSnapshot, RecentRun, TenantLive
 from control.api.state import gateway
+from control.store.records import RequestRecord
+
+#: Finished runs listed in the snapshot.
+RECENT_RUNS = 50
 
 router = APIRouter(tags=["snapshot"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 503)})
 
@@ -56,7 +60,8 @@ async def live_snapshot(
     devices, replicas, batches in flight, counters, tenancy; plus per-tenant figures.
 
     An ``async`` route on purpose: it runs on the event loop, the thread that owns the core."""
-    snap = inference_of(gateway(request)).snapshot()
+    inference = inference_of(gateway(request))
+    snap = inference.snapshot()
     return LiveSnapshot(
         now=snap.now,
         tenants=_tenants(snap),
@@ -69,4 +74,21 @@ async def live_snapshot(
         counters=plain(snap.counters),
         preload=plain(snap.preload),
         tenancy=plain(snap.tenancy),
+        rollout=plain(getattr(snap, "rollout", None)),
+        splits=plain(getattr(snap, "splits", {})),
+        cold_starts=getattr(snap, "cold_starts", 0),
+        cold_starts_avoided=getattr(snap, "cold_starts_avoided", 0),
+        pending=plain(getattr(snap, "pending", {})),
+        recently_finished=plain(getattr(snap, "recently_finished", ())),
+        recent_runs=[_recent(r) for r in inference.recent(RECENT_RUNS)],
     )
+
+
+def _recent(record: RequestRecord) -> RecentRun:
+    usage = (record.result or {}).get("usage")
+    return RecentRun(
+        id=record.id, tenant_id=record.tenant_id,
+        workflow=f"{record.workflow_name}:{record.workflow_version}", status=record.status,
+        received_at=record.received_at, finished_at=record.finished_at, error=record.error,
+        usage=usage if isinstance(usage, dict) else None,
+    )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -13,27 +14,40 @@ from control.api.pagination import PageParams, page_params
 from control.api.schemas.common import MAX_INT
 from control.api.schemas.records import UsageOut, UsageReport, UsageTotals
 from control.api.state import gateway
-from control.services.inference import usage_entries
+from control.services.errors import NotFound
+from control.store.records import UsageLine
 
 router = APIRouter(
     tags=["usage"], responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 413, 422)}
 )
 
 
+def _line(line: UsageLine) -> UsageOut:
+    out = UsageOut.model_validate(line.entry)
+    return out.model_copy(update={"tenant_id": line.tenant_id, "tenant_name": line.tenant_name})
+
+
 def _report(
-    request: Request, tenant_id: int | None, request_id: str | None, page: PageParams
+    request: Request,
+    tenant_id: int | None,
+    request_id: str | None,
+    window: tuple[datetime | None, datetime | None],
+    page: PageParams,
 ) -> UsageReport:
-    gw = gateway(request)
-    entries = usage_entries(gw.services, tenant_id=tenant_id, request_id=request_id)
-    totals = {k: sum(getattr(e, k) for e in entries)
-              for k in ("input_tokens", "output_tokens", "device_ms", "cost_units")}  # fmt: skip
-    chosen = entries[page.offset : page.offset + page.limit]
+    """One page of the ledger in scope, with sums over the whole scope (database-side)."""
+    services = gateway(request).services
+    if request_id is not None:
+        owner = services.requests.get(request_id).tenant_id  # NotFound: 404
+        if tenant_id is not None and owner != tenant_id:
+            raise NotFound("request", request_id)
+    found = services.usage.ledger(tenant_id=tenant_id, request_id=request_id, since=window[0],
+                                  until=window[1], offset=page.offset, limit=page.limit)  # fmt: skip
     return UsageReport(
         tenant_id=tenant_id,
         request_id=request_id,
-        totals=UsageTotals(**totals, entries=len(entries)),
-        items=[UsageOut.model_validate(e) for e in chosen],
-        total=len(entries),
+        totals=UsageTotals(**found.totals, entries=found.total),
+        items=[_line(x) for x in found.lines],
+        total=found.total,
         limit=page.limit,
         offset=page.offset,
     )
@@ -41,6 +55,8 @@ def _report(
 
 TenantQuery = Annotated[int | None, Query(ge=1, le=MAX_INT, description="admin only")]
 RequestQuery = Annotated[str | None, Query(min_length=1, max_length=64)]
+Since = Annotated[datetime | None, Query(description="entries recorded at or after")]
+Until = Annotated[datetime | None, Query(description="entries recorded before")]
 
 
 @router.get("/v1/usage")
@@ -49,6 +65,8 @@ async def my_usage(
     who: Annotated[Principal, Depends(any_principal)],
     tenant_id: TenantQuery = None,
     request_id: RequestQuery = None,
+    since: Since = None,
+    until: Until = None,
     page: PageParams = Depends(page_params),
 ) -> UsageReport:
     """Ledger entries and integer totals. A tenant key sees only its own tenant's usage (and
@@ -57,7 +75,7 @@ async def my_usage(
         if tenant_id is not None and tenant_id != who.tenant_id:
             raise ApiError(403, "forbidden", "a tenant key reads only its own tenant's usage")
         tenant_id = who.tenant_id
-    return await run_in_threadpool(_report, request, tenant_id, request_id, page)
+    return await run_in_threadpool(_report, request, tenant_id, request_id, (since, until), page)
 
 
 @router.get("/admin/usage")
@@ -66,9 +84,12 @@ async def admin_usage(
     who: Annotated[Principal, Depends(any_principal)],
     tenant_id: TenantQuery = None,
     request_id: RequestQuery = None,
+    since: Since = None,
+    until: Until = None,
     page: PageParams = Depends(page_params),
 ) -> UsageReport:
-    """Every tenant's ledger (admin only), optionally for one tenant or request."""
+    """Every tenant's ledger (admin only), optionally for one tenant, request or period; each
+    entry names its tenant (id and name)."""
     if not who.is_admin:
         raise ApiError(403, "forbidden", "this route needs the admin credential")
-    return await run_in_threadpool(_report, request, tenant_id, request_id, page)
+    return await run_in_threadpool(_report, request, tenant_id, request_id, (since, until), page)

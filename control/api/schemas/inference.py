@@ -31,8 +31,24 @@ class RunUsage(BaseModel):
     cost_units: int = 0
 
 
+class NodeRun(BaseModel):
+    """One node of a finished run: the step's bill, when it ended and what it produced (the
+    workflow outputs it feeds; long values summarised)."""
+
+    model: str | None = None
+    device: str | None = None
+    attempt: int | str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    device_ms: int = 0
+    done_ms: int | None = Field(None, description="ms after the run was accepted")
+    batch_size: int | None = None
+    outputs: dict[str, Any] | None = None
+
+
 class RunOut(BaseModel):
-    """A run as its tenant sees it: status, outputs when it succeeded, error otherwise."""
+    """A run as its tenant sees it: status, outputs when it succeeded, error otherwise, and
+    per-node figures once it ended."""
 
     id: str
     workflow: str
@@ -41,9 +57,17 @@ class RunOut(BaseModel):
     outputs: dict[str, Any] | None = None
     error: str | None = None
     usage: RunUsage | None = None
+    nodes: dict[str, NodeRun] | None = None
     retry_after_s: float | None = None
     received_at: datetime
     finished_at: datetime | None = None
+
+
+class WorkflowTrialCreate(RunCreate):
+    """A workflow test run the admin starts on behalf of ``tenant_id`` (billed to it)."""
+
+    tenant_id: int = Field(ge=1, le=2**53 - 1, description="the tenant that runs and pays")
+    mode: Literal["sync", "async"] = "sync"  # type: ignore[assignment]
 
 
 class ModelCard(BaseModel):
@@ -149,8 +173,9 @@ class RerankCreate(BaseModel):
 
 
 class RerankResult(BaseModel):
-    """``relevance_score`` is null: the one-model rerank workflow returns the documents in
-    the model's order (the core's rerank port carries documents, not scores)."""
+    """``relevance_score`` is the model's score when the one-model rerank workflow exposes
+    the node's ``scores`` port (the core must declare it); null otherwise, with the documents
+    still in the model's order."""
 
     index: int
     relevance_score: float | None = None

@@ -40,6 +40,8 @@ class RequestFilter(BaseModel):
 class UsageOut(Dto):
     id: int
     request_id: str
+    tenant_id: int | None = Field(None, description="tenant of the request billed")
+    tenant_name: str | None = None
     node_id: str
     attempt: str
     model_id: int | None
@@ -87,6 +89,8 @@ class AuditFilter(BaseModel):
     entity_id: str | None = Field(None, max_length=64)
     actor: str | None = Field(None, max_length=200)
     action: str | None = Field(None, max_length=32)
+    since: datetime | None = Field(None, description="records at or after this time")
+    until: datetime | None = Field(None, description="records before this time")
 
 
 class WhatIfOut(Dto):

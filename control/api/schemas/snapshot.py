@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class TenantLive(BaseModel):
@@ -14,6 +15,19 @@ class TenantLive(BaseModel):
     running: int
     queued_steps: int
     explanations: list[str]
+
+
+class RecentRun(BaseModel):
+    """A run this gateway finished recently (newest first in the snapshot)."""
+
+    id: str
+    tenant_id: int
+    workflow: str
+    status: str
+    received_at: datetime
+    finished_at: datetime | None
+    error: str | None = None
+    usage: dict[str, int] | None = None
 
 
 class LiveSnapshot(BaseModel):
@@ -31,3 +45,18 @@ class LiveSnapshot(BaseModel):
     counters: dict[str, int]
     preload: dict[str, Any]
     tenancy: Any
+    rollout: dict[str, Any] | None = Field(
+        None, description="the placement rollout in progress or last finished (core RolloutView)"
+    )
+    splits: dict[str, Any] = Field(default_factory=dict, description="canary traffic splits")
+    cold_starts: int = 0
+    cold_starts_avoided: int = 0
+    pending: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict, description="steps waiting for a replica of their model"
+    )
+    recently_finished: list[dict[str, Any]] = Field(
+        default_factory=list, description="runs the core finished recently"
+    )
+    recent_runs: list[RecentRun] = Field(
+        default_factory=list, description="runs this gateway recorded as finished, newest first"
+    )

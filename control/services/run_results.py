@@ -1,0 +1,121 @@
+"""What a finished run leaves in its request row: status, usage totals, outputs, per-node figures.
+
+Pure functions of the runtime's :class:`RunResult` and the step reports the usage sink saw; the
+inference service turns their output into one :class:`FinishRequest`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from control.runtime.types import RunResult, UsageRecord
+
+#: Runtime statuses -> request statuses (a preempted or timed-out run failed for its caller).
+REQUEST_STATUS = {"succeeded": "succeeded", "rejected": "rejected", "failed": "failed",
+                  "preempted": "failed", "timed_out": "failed"}  # fmt: skip
+#: Largest JSON text of one node output kept in the row; bigger values are summarised.
+MAX_NODE_OUTPUT_CHARS = 2000
+
+
+@dataclass
+class StepTiming:
+    """One step as the usage sink saw it: its bill and when it ended (ms after acceptance)."""
+
+    usage: UsageRecord
+    done_ms: int
+
+
+@dataclass
+class RunTrace:
+    """Per-run bookkeeping of the gateway while the run goes on."""
+
+    accepted_at: float  # monotonic seconds
+    steps: list[StepTiming] = field(default_factory=list)
+
+
+def device_ms(usage: UsageRecord) -> int:
+    """The ledger's device milliseconds of a step (microseconds rounded up)."""
+    return (usage.device_us + 999) // 1000
+
+
+def usage_totals(usage: tuple[UsageRecord, ...] | list[UsageRecord]) -> dict[str, int]:
+    """Integer sums of a run's billed steps, as the ledger stores them."""
+    return {
+        "input_tokens": sum(u.input_tokens for u in usage),
+        "output_tokens": sum(u.output_tokens for u in usage),
+        "device_ms": sum(device_ms(u) for u in usage),
+        "cost_units": sum(u.cost_units for u in usage),
+    }
+
+
+def jsonable(value: Any) -> Any:
+    """Outputs as JSON values (tensors and arrays arrive as lists from the runtime)."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def small(value: Any) -> Any:
+    """``value`` if its JSON is short, else a summary saying what it was (a vector, a long
+    text): the per-node view must stay small; the full outputs are in ``outputs``."""
+    text = json.dumps(value, default=str)
+    if len(text) <= MAX_NODE_OUTPUT_CHARS:
+        return value
+    if isinstance(value, list):
+        return {"summary": f"list of {len(value)} items", "head": value[:8]}
+    if isinstance(value, str):
+        return {"summary": f"text of {len(value)} characters", "head": value[:400]}
+    return {"summary": f"{type(value).__name__} of {len(text)} JSON characters"}
+
+
+def node_views(
+    trace: RunTrace, outputs: Mapping[str, Any], output_refs: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Per node: its step figures (model, device, tokens, device ms, when it ended) and the
+    workflow outputs it produced (``output_refs``: output name -> "node.port")."""
+    views: dict[str, dict[str, Any]] = {}
+    for step in trace.steps:
+        u = step.usage
+        views[u.node_id] = {
+            "model": u.model, "device": u.device, "attempt": u.attempt,
+            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "device_ms": device_ms(u), "done_ms": step.done_ms, "batch_size": u.batch_size,
+        }  # fmt: skip
+    for name, ref in output_refs.items():
+        node, _, port = ref.partition(".")
+        if name in outputs:
+            view = views.setdefault(node, {})
+            view.setdefault("outputs", {})[port] = small(outputs[name])
+    return views
+
+
+def result_body(
+    result: RunResult, trace: RunTrace, output_refs: Mapping[str, str]
+) -> tuple[str, dict[str, Any], str | None]:
+    """(request status, stored result, error) of a finished run."""
+    status = REQUEST_STATUS.get(result.status, "failed")
+    if status == "rejected" and result.retry_after_s is None:
+        status = "failed"  # refused by the core (not admission): nothing to retry later
+    if status == "rejected":
+        body = {"retry_after_s": result.retry_after_s or 1.0, "reason": result.reason}
+        return status, body, result.reason
+    usage = [s.usage for s in trace.steps] or list(result.usage)
+    outputs = jsonable(dict(result.outputs))
+    body = {
+        "status": result.status,
+        "usage": usage_totals(usage),
+        "nodes": node_views(trace, outputs, output_refs),
+    }
+    if status == "succeeded":
+        body["outputs"] = outputs
+        return status, body, None
+    return status, body, result.error or result.reason or f"run {result.status}"
