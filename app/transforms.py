@@ -167,16 +167,40 @@ def service_rates(history: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             for t, v in last["counters"].items()}  # fmt: skip
 
 
+def _waiting_steps(snapshot: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, step view) of every waiting step: ``queue`` (bound to a replica), ``pending``
+    (unbound: since late binding most waiting work is here) or ``unplaced``."""
+    out = [("queue", s) for q in (snapshot.get("queues") or {}).values() for s in q]
+    out += [("pending", s) for q in (snapshot.get("pending") or {}).values() for s in q]
+    out += [("unplaced", s) for s in snapshot.get("unplaced") or []]
+    return out
+
+
 def waiting_reasons(snapshot: Mapping[str, Any], tenant: str | None = None) -> pd.DataFrame:
-    """Every queued step with the core's explanation of why it waits, oldest first."""
-    steps = [s for q in (snapshot.get("queues") or {}).values() for s in q]
-    steps += list(snapshot.get("unplaced") or [])
+    """Every waiting step (queued, pending or unplaced: column ``waits_in``) with the core's
+    explanation of why it waits, oldest first."""
     rows = [{"request_id": s["request_id"], "node": s["node_id"], "tenant": s["tenant_id"],
-             "replica": s.get("replica_id"), "queued_since": s["queued_since"], "why": s["why"]}
-            for s in steps if tenant is None or s["tenant_id"] == tenant]  # fmt: skip
-    frame = pd.DataFrame(rows, columns=["request_id", "node", "tenant", "replica",
+             "waits_in": where, "replica": s.get("replica_id"),
+             "queued_since": s["queued_since"], "why": s["why"]}
+            for where, s in _waiting_steps(snapshot)
+            if tenant is None or s["tenant_id"] == tenant]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["request_id", "node", "tenant", "waits_in", "replica",
                                         "queued_since", "why"])  # fmt: skip
     return frame.sort_values("queued_since", kind="stable").reset_index(drop=True)
+
+
+WAIT_COLUMNS = ["queue", "pending", "unplaced"]
+
+
+def waiting_counts(snapshot: Mapping[str, Any]) -> pd.DataFrame:
+    """Per tenant: steps waiting in replica queues, pending (unbound) and unplaced, and their
+    ``total``; tenants with nothing waiting are absent."""
+    counts: dict[str, dict[str, int]] = {}
+    for where, s in _waiting_steps(snapshot):
+        own = counts.setdefault(s["tenant_id"], dict.fromkeys(WAIT_COLUMNS, 0))
+        own[where] += 1
+    rows = [{"tenant": t, **c, "total": sum(c.values())} for t, c in sorted(counts.items())]
+    return pd.DataFrame(rows, columns=["tenant", *WAIT_COLUMNS, "total"])
 
 
 def alerts(devices: Sequence[Mapping], snapshot: Mapping[str, Any] | None) -> list[tuple[str, str]]:

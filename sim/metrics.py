@@ -3,7 +3,8 @@
 Per request: arrival, tenant, workflow, deadline, first output token of the workflow's output
 node(s), end time and status. Per device: busy time per time bucket. Per tenant: service given
 (cost units at dispatch) for the fairness metrics. Prefix-cache blocks asked for and hit, tokens
-and cost units served, loads, and periodic queue depths read from the core's snapshot. Kept
+and cost units served, loads, and periodic queue depths read from the core's snapshot (per
+model: steps bound to its replicas plus steps still pending, unbound, for it). Kept
 small per event: the twin's speed depends on it.
 """
 
@@ -106,6 +107,9 @@ class Recorder:
         depth: dict[str, int] = defaultdict(int)
         for r in snap.replicas:
             depth[r.model_key] += r.queue_len
+        # late binding keeps most waiting steps unbound (pending per model): they wait too
+        for model_key, steps in snap.pending.items():
+            depth[model_key] += len(steps)
         depth["unplaced"] = len(snap.unplaced)
         self.queue_depth.append((now, dict(depth)))
 

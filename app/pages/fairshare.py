@@ -19,7 +19,7 @@ def _sample(snap: dict, standing) -> None:
         "t": round(snap["now"], 2), "now": snap["now"],
         "counters": dict(zip(standing["tenant"], standing["counter_milli"] * standing["weight"],
                              strict=True)),
-        "queued": dict(zip(standing["tenant"], standing["queued_steps"], strict=True)),
+        "queued": dict(zip(standing["tenant"], standing["waiting_steps"], strict=True)),
     })  # fmt: skip
     del history[:-HISTORY]
 
@@ -32,6 +32,10 @@ def live_panel() -> None:
         st.info(f"Live figures unavailable: {err.detail}")
         return
     standing = transforms.tenant_standing(snap)
+    # waiting work as the core's views show it: replica queues plus pending (unbound) steps
+    waiting = transforms.waiting_counts(snap).set_index("tenant")
+    standing["waiting_steps"] = standing["tenant"].map(waiting["total"]).fillna(0).astype(int)
+    standing["pending_steps"] = standing["tenant"].map(waiting["pending"]).fillna(0).astype(int)
     _sample(snap, standing)
     history = st.session_state["fair_history"]
     rates = transforms.service_rates(history[-10:])
@@ -69,6 +73,6 @@ if reasons.empty:
     st.success("Nothing is waiting" + (f" for {who}." if who else "."))
 else:
     request = st.selectbox("Request", [None, *reasons["request_id"].unique()], key="why_request",
-                           format_func=lambda r: "all queued steps" if r is None else r)  # fmt: skip
+                           format_func=lambda r: "all waiting steps" if r is None else r)  # fmt: skip
     shown = reasons if request is None else reasons[reasons["request_id"] == request]
     st.dataframe(shown, hide_index=True, key="why_table")

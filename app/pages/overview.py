@@ -31,6 +31,19 @@ cols[3].metric("Active tenants", len(tenants))
 cols[4].metric("Active workflows", len(workflows))
 
 
+def _waiting(snapshot: dict) -> None:
+    """Steps waiting now (replica queues plus pending, unbound work) and why the oldest waits."""
+    counts = transforms.waiting_counts(snapshot)
+    st.subheader("Waiting work")
+    cols = st.columns(3)
+    cols[0].metric("Steps waiting", int(counts["total"].sum()))
+    cols[1].metric("Pending (unbound)", int(counts["pending"].sum()))
+    cols[2].metric("In replica queues", int(counts["queue"].sum()))
+    oldest = transforms.waiting_reasons(snapshot).head(1)
+    for row in oldest.itertuples():
+        st.caption(f"Oldest: {row.request_id} ({row.tenant}, {row.waits_in}): {row.why}")
+
+
 @st.fragment(run_every=data.settings().live_refresh_s * 5)
 def live_panel() -> None:
     """Alerts and per-workflow figures, refreshed while the page is open."""
@@ -53,6 +66,7 @@ def live_panel() -> None:
                     column_config={"slo_attainment": st.column_config.ProgressColumn(
                         "SLO attainment", min_value=0.0, max_value=1.0, format="percent")})  # fmt: skip
     if snapshot is not None:
+        _waiting(snapshot)
         counters = snapshot.get("counters", {})
         st.caption("Core counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items())))
 

@@ -113,15 +113,24 @@ def wait_ready(url: str, timeout_s: float, child: Child) -> None:
     raise RuntimeError(f"{child.name} was not ready at {url} within {timeout_s:.0f} s")
 
 
+def _signal_group(child: Child, sig: int) -> None:
+    """Signal the child's whole process group: a child such as ``legato console`` runs its
+    own subprocess (Streamlit), which must stop with it."""
+    try:
+        os.killpg(child.proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def _stop(children: list[Child]) -> None:
     for child in reversed(children):
-        if child.proc.poll() is None:
-            child.proc.send_signal(signal.SIGTERM)
+        _signal_group(child, signal.SIGTERM)
     for child in reversed(children):
         try:
             child.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            child.proc.kill()
+            _signal_group(child, signal.SIGKILL)
+            child.proc.wait()
 
 
 def up(

@@ -56,6 +56,20 @@ class CoreConfig:
         default_factory=BindingConfig,
         metadata={"help": "late binding: when ready steps are bound to a replica queue"},
     )
+    max_device_loss_retries: int = field(
+        default=3,
+        metadata={
+            "help": "times one step may be retried elsewhere after its device or replica was "
+            "lost while it ran; these retries do not use the node's own retries, and the bound "
+            "stops a step that keeps killing its worker from looping forever"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_device_loss_retries < 0:
+            raise ValueError(
+                f"max_device_loss_retries must be >= 0, got {self.max_device_loss_retries!r}"
+            )
 
 
 class CoreState:

@@ -54,7 +54,8 @@ def apply_replica_loaded(st: CoreState, ev: ReplicaLoaded) -> None:
 
 
 def fail_replica(st: CoreState, replica_id: str, reason: str) -> None:
-    """Drop a replica: its queued steps are routed again, its batch in flight fails (retries)."""
+    """Drop a replica: its queued steps are routed again; its batch in flight is lost and each
+    step is retried elsewhere without using its node's ``retries`` (see ``fail_step``)."""
     rec = st.cluster.replicas.get(replica_id)
     if rec is None:
         return
@@ -68,7 +69,7 @@ def fail_replica(st: CoreState, replica_id: str, reason: str) -> None:
         st.dropped_batches.add(rec.inflight)
         for step in batch.items.values() if batch else ():
             if st.steps.get(step.key) is step:
-                fail_step(st, step, reason)
+                fail_step(st, step, reason, lost=True)
     st.cluster.remove_replica(replica_id)
     rec.state = ReplicaState.FAILED
     st.sessions = {s: r for s, r in st.sessions.items() if r != replica_id}

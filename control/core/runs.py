@@ -143,14 +143,23 @@ def on_item_done(st: CoreState, step: QueuedStep, result, device_id, replica_id)
     fail_step(st, step, error)
 
 
-def fail_step(st: CoreState, step: QueuedStep, error: str) -> None:
-    """A failed attempt: retry with the same idempotency key, or fail the run."""
+def fail_step(st: CoreState, step: QueuedStep, error: str, lost: bool = False) -> None:
+    """A failed attempt: retry with the same idempotency key, or fail the run. ``lost``: the
+    attempt died with its device or replica; its retry is bounded by the core's
+    ``max_device_loss_retries`` instead of the node's ``retries``."""
     run = step.run
     st.steps.pop(step.key, None)
-    retry = run.dag_run.on_step_failed(step.key, error)
+    if lost:
+        limit = st.config.max_device_loss_retries
+        retry = run.dag_run.on_step_lost(step.key, error, limit)
+        why = (
+            f"attempt {step.ref.attempt} lost ({error}); retrying elsewhere, not counted as a retry"
+        )
+    else:
+        retry = run.dag_run.on_step_failed(step.key, error)
+        why = f"attempt {step.ref.attempt} failed ({error}); retrying"
     if retry is not None:
-        st.emit(StepRetried(step.key, retry.key, retry.attempt, retry.idempotency_key,
-                            f"attempt {step.ref.attempt} failed ({error}); retrying"))  # fmt: skip
+        st.emit(StepRetried(step.key, retry.key, retry.attempt, retry.idempotency_key, why))
         add_step(st, run, retry)
     elif run.dag_run.status == "failed":
         finish(st, run, "failed", run.dag_run.error, run.dag_run.error or error)

@@ -153,6 +153,36 @@ def test_waiting_reasons_filter_by_tenant_oldest_first() -> None:
             "unplaced": [{**step, "request_id": "q0", "tenant_id": "a", "queued_since": 0.5}]}  # fmt: skip
     assert list(transforms.waiting_reasons(snap)["request_id"]) == ["q0", "q1", "q2"]
     assert list(transforms.waiting_reasons(snap, "b")["request_id"]) == ["q2"]
+    pending = {"m:1": [{**step, "replica_id": None, "request_id": "q3", "tenant_id": "b",
+                        "queued_since": 0.1, "why": "waiting for a free replica of m:1"}]}  # fmt: skip
+    reasons = transforms.waiting_reasons({**snap, "pending": pending}, "b")
+    assert list(reasons["request_id"]) == ["q3", "q2"]
+    assert list(reasons["waits_in"]) == ["pending", "queue"]
+    assert reasons["why"][0] == "waiting for a free replica of m:1"
+
+
+WAIT_CASES = [
+    ("empty", {}, []),
+    ("queues only", {"queues": {"r": ["a", "a", "b"]}}, [("a", 2, 0, 0), ("b", 1, 0, 0)]),
+    ("pending counts", {"pending": {"m": ["a", "c"], "n": ["c"]}}, [("a", 0, 1, 0), ("c", 0, 2, 0)]),
+    ("all three", {"queues": {"r": ["a"]}, "pending": {"m": ["a"]}, "unplaced": ["a"]},
+     [("a", 1, 1, 1)]),
+]  # fmt: skip
+
+
+def _views(raw: object) -> object:
+    """Tenant names -> step views (only tenant_id matters to the counts)."""
+    if isinstance(raw, dict):
+        return {k: _views(v) for k, v in raw.items()}
+    return [{"tenant_id": t} for t in raw]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("name", "snap", "expected"), WAIT_CASES, ids=[c[0] for c in WAIT_CASES])
+def test_waiting_counts_include_pending_work(name: str, snap: dict, expected: list) -> None:
+    frame = transforms.waiting_counts({k: _views(v) for k, v in snap.items()})
+    rows = [(r.tenant, r.queue, r.pending, r.unplaced) for r in frame.itertuples()]
+    assert rows == expected
+    assert list(frame["total"]) == [q + p + u for _, q, p, u in expected]
 
 
 def test_charts_are_figures_even_when_empty() -> None:

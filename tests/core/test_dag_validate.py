@@ -68,6 +68,26 @@ CASES = [
     ("bad when", lambda r: r["edges"][0].update(when="x"), ["bad_when"]),
     ("bad output", lambda r: r.update(outputs={"answer": "llm.nothing"}), ["bad_output"]),
     ("bad retries", lambda r: r["nodes"][3].update(retries=-1), ["bad_retries"]),
+    (
+        "rerank scores as output",
+        lambda r: r.update(outputs={"answer": "llm.text", "scores": "rerank.scores"}),
+        [],
+    ),
+    (
+        "rerank order as output",
+        lambda r: r.update(outputs={"order": "rerank.order", "docs": "rerank.documents"}),
+        [],
+    ),
+    (
+        "rerank scores are not documents",
+        lambda r: r["edges"].__setitem__(4, {"from": "rerank.scores", "to": "llm.context"}),
+        ["type_mismatch"],
+    ),
+    (
+        "rerank has no logits port",
+        lambda r: r.update(outputs={"x": "rerank.logits"}),
+        ["bad_output"],
+    ),
 ]
 
 
@@ -162,3 +182,11 @@ def test_validation_never_accepts_a_cycle(graph) -> None:  # noqa: ANN001
     assert any(p.code == "cycle" for p in problems) == has_cycle
     if has_cycle:
         assert problems  # never accepted
+
+
+def test_rerank_pipeline_still_chains_documents() -> None:
+    """Adding ports must not change what a rerank stage hands to the next stage."""
+    spec = linear_pipeline(
+        "p", [("r", "rerank:1", "rerank", "documents"), ("g", "smollm2:1", "generate", "context")]
+    )
+    assert spec.edges[1].source_field == "documents"

@@ -42,7 +42,10 @@ def _tenants(snap: Any) -> list[TenantLive]:
     by: dict[str, dict[str, Any]] = {}
     for run in snap.runs:
         by.setdefault(run.tenant_id, {"running": 0, "queued": 0, "why": []})["running"] += 1
+    # since late binding most waiting steps are pending (unbound, per model), not in a queue
+    pending = getattr(snap, "pending", {})
     steps = [s for q in snap.queues.values() for s in q] + list(snap.unplaced)
+    steps += [s for q in pending.values() for s in q]
     for step in steps:
         entry = by.setdefault(step.tenant_id, {"running": 0, "queued": 0, "why": []})
         entry["queued"] += 1
@@ -56,8 +59,8 @@ def _tenants(snap: Any) -> list[TenantLive]:
 async def live_snapshot(
     request: Request, who: Annotated[Principal, Depends(require_admin)]
 ) -> LiveSnapshot:
-    """The core's current state: runs, per-replica queues with the reason each step waits,
-    devices, replicas, batches in flight, counters, tenancy; plus per-tenant figures.
+    """The core's current state: runs, per-replica queues and per-model pending (unbound)
+    steps with the reason each step waits, devices, replicas, batches in flight, counters, tenancy; plus per-tenant figures.
 
     An ``async`` route on purpose: it runs on the event loop, the thread that owns the core."""
     inference = inference_of(gateway(request))

@@ -9,11 +9,14 @@ from pydantic import BaseModel, Field
 
 
 class TenantLive(BaseModel):
-    """One tenant's live figures: runs in flight, steps queued, and why they wait."""
+    """One tenant's live figures: runs in flight, steps waiting (bound to a replica's queue,
+    pending for a replica of their model, or unplaced), and why they wait."""
 
     tenant: str
     running: int
-    queued_steps: int
+    queued_steps: int = Field(
+        description="steps waiting: in replica queues, pending (unbound) or unplaced"
+    )
     explanations: list[str]
 
 

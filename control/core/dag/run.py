@@ -41,6 +41,9 @@ class StepRef:
     attempt: int
     idempotency_key: str
     inputs: tuple[InputBinding, ...]
+    #: earlier attempts of this node (chunk) lost with their device; they do not count
+    #: against the node's ``retries``
+    losses: int = 0
 
 
 class CompiledDag:
@@ -225,11 +228,27 @@ class DagRun:
         if step is None or self.ended:
             return None
         node = self.dag.nodes[step.node_id]
-        if step.attempt <= node.retries:
-            return self._new_step(node, step.chunk, step.attempt + 1)
-        self.state[step.node_id] = NodeState.FAILED
-        self.status = "failed"
-        self.error = f"node {step.node_id!r} failed after {step.attempt} attempt(s): {error}"
+        # attempts lost with their device are the system's to retry, not the workflow's
+        if step.attempt - step.losses <= node.retries:
+            return self._new_step(node, step.chunk, step.attempt + 1, step.losses)
+        self._fail(step, f"failed after {step.attempt} attempt(s): {error}")
+        return None
+
+    def on_step_lost(self, key: str, error: str, max_losses: int) -> StepRef | None:
+        """Record an attempt lost because its device (or replica) went away while it ran.
+        Returns the retry (same idempotency key) without touching the node's ``retries``
+        while fewer than ``max_losses`` attempts of the node were lost; then fails the node
+        and the run (a step that keeps killing its worker must not loop forever) and returns
+        None. Returns None and changes nothing for a key that is not live."""
+        if max_losses < 0:
+            raise ValueError(f"max_losses must be >= 0, got {max_losses!r}")
+        step = self.live.pop(key, None)
+        if step is None or self.ended:
+            return None
+        if step.losses < max_losses:
+            node = self.dag.nodes[step.node_id]
+            return self._new_step(node, step.chunk, step.attempt + 1, step.losses + 1)
+        self._fail(step, f"lost its device {step.losses + 1} time(s) (limit {max_losses}): {error}")
         return None
 
     def cancel(self, status: str = "cancelled") -> tuple[str, ...]:
@@ -241,12 +260,19 @@ class DagRun:
         return keys
 
     # ----- internals
-    def _new_step(self, node: NodeSpec, chunk: int | None, attempt: int) -> StepRef:
+    def _fail(self, step: StepRef, what: str) -> None:
+        self.state[step.node_id] = NodeState.FAILED
+        self.status = "failed"
+        self.error = f"node {step.node_id!r} {what}"
+
+    def _new_step(
+        self, node: NodeSpec, chunk: int | None, attempt: int, losses: int = 0
+    ) -> StepRef:
         suffix = node.node_id if chunk is None else f"{node.node_id}#{chunk}"
         # positional: this runs for every step of every run
         step = StepRef(
             f"{self.run_id}/{suffix}/{attempt}", self.run_id, node.node_id, chunk, attempt,
-            f"{self._idem}/{suffix}", self._bindings(node, chunk),
+            f"{self._idem}/{suffix}", self._bindings(node, chunk), losses,
         )  # fmt: skip
         self.live[step.key] = step
         return step

@@ -30,7 +30,13 @@ JOINS: tuple[str, ...] = ("all", "any")
 PORTS: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = MappingProxyType(
     {
         "embed": ({"text": "text"}, {"embedding": "vector"}),
-        "rerank": ({"query": "text", "documents": "documents"}, {"documents": "documents"}),
+        # ``documents`` stays first: ``linear_pipeline`` chains a stage's first output.
+        # ``scores`` are per input document (input order); ``order`` holds input indices,
+        # best first (the executor's rerank adapter returns all three).
+        "rerank": (
+            {"query": "text", "documents": "documents"},
+            {"documents": "documents", "scores": "scores", "order": "indices"},
+        ),
         "generate": ({"prompt": "text", "context": "documents?"}, {"text": "text"}),
         "classify": ({"text": "text"}, {"label": "label"}),
         "vector_search": ({"embedding": "vector"}, {"documents": "documents"}),
