@@ -7,14 +7,11 @@ work, so it wastes capacity when the others are idle (the paper's RPM baseline).
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import islice
 
-from control.core.tenancy.base import QueuedWork
-from control.core.tenancy.priority import fifo_key
+from control.core.tenancy.fairshare.fcfs import FcfsFairShare
 
 
 @dataclass(frozen=True)
@@ -38,13 +35,14 @@ class RateLimitConfig:
             raise ValueError(f"window_s must be > 0, got {self.window_s}")
 
 
-class RateLimitFairShare:
-    """Sliding-window request limit per tenant, FCFS service of what got in."""
+class RateLimitFairShare(FcfsFairShare):
+    """Sliding-window request limit per tenant, FCFS service of what got in (the ordering,
+    selection and bookkeeping hooks are FCFS's; only the admission gate differs)."""
 
     name = "rate_limit"
 
     def __init__(self, config: RateLimitConfig | None = None) -> None:
-        self.config = config or RateLimitConfig()
+        self.config = config or RateLimitConfig()  # type: ignore[assignment]
         self._weights: dict[str, int] = {}
         self._starts: dict[str, deque[float]] = {}
 
@@ -64,27 +62,3 @@ class RateLimitFairShare:
             return max(starts[0] + self.config.window_s - now, 1e-3)
         starts.append(now)
         return None
-
-    def on_backlogged(self, tenant_id: str, now: float) -> None:
-        return None
-
-    def on_idle(self, tenant_id: str, now: float) -> None:
-        return None
-
-    def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
-        return sorted(items, key=fifo_key)
-
-    def queue_key(self, item: QueuedWork) -> tuple:
-        return fifo_key(item)
-
-    def select(
-        self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
-    ) -> list[QueuedWork]:
-        """The ``limit`` oldest of the tenants' leading items (each sorted by ``fifo_key``)."""
-        return list(islice(heapq.merge(*heads.values(), key=fifo_key), limit))
-
-    def charge(self, tenant_id: str, cost_units: int, now: float) -> None:
-        return None
-
-    def counters(self) -> Mapping[str, int]:
-        return {}
