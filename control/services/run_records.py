@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from control.services import rules as r
 from control.services.errors import IdempotencyConflict, ValidationError
+from control.services.usage import USAGE_RULES
 from control.store import lifecycle
 from control.store import records as rec
 from db import vocab
@@ -42,17 +43,8 @@ _ACCEPT_RULES = (
     r.text("workflow_version", 64),
     r.one_of("priority_class", vocab.PRIORITY_CLASSES),
 )
-_BILL_RULES = (
-    r.text("request_id", 36),
-    r.text("node_id", 100),
-    r.text("attempt", 32),
-    r.at_least("input_tokens", 0),
-    r.at_least("output_tokens", 0),
-    r.at_least("device_ms", 0),
-    r.at_least("cost_units", 0),
-    r.positive("model_id"),
-    r.positive("device_id"),
-)
+#: A step's ledger entry obeys the same rules as one recorded through the usage service.
+_BILL_RULES = USAGE_RULES
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from control.store import repositories as repo
 from db.session import session_scope
 
 ENTITY = "usage_entry"
-_RULES = (
+#: Field rules of one ledger entry (shared with the gateway's bulk writer).
+USAGE_RULES = (
     r.text("request_id", 36),
     r.text("node_id", 100),
     r.text("attempt", 32),
@@ -104,7 +105,7 @@ class UsageLedgerService(ServiceBase):
         for field in ("request_id", "node_id", "attempt", "input_tokens", "output_tokens"):
             if values[field] is None:
                 raise ValidationError(field, None, "is required")
-        r.validate(_RULES, values)
+        r.validate(USAGE_RULES, values)
         return self._run(lambda session: self._record_in(session, actor, values), ENTITY)
 
     def _record_in(self, session: Session, actor: str, values: dict[str, Any]) -> UsageRecording:
