@@ -3,13 +3,27 @@ generate, through the live driver (driver + core + actuator + one executor worke
 
 Per model:
 * ``ceiling_throughput``: items/s of the adapter called directly in this process (same core
-  pin, one torch thread) at its best batch size, no serving stack; ``batch1_throughput`` the
-  same at batch size 1.
+  pin, one torch thread) at its best batch size, no serving stack (median of 5 runs), measured
+  before AND after the served levels, the better of the two counting; ``batch1_throughput``
+  the same at batch size 1.
 * served: open-loop Poisson arrivals of one-step runs at increasing rates (fractions of the
-  ceiling) for ``--seconds`` each; ``served_throughput`` is the highest completed rate whose
-  p99 latency (submit -> result) is within the stated SLO. ``served_vs_ceiling`` is the ratio.
-The worker is pinned to the same core the ceiling was measured on; the driver runs beside it.
-Prints one JSON object.   python bench/batching.py [--seconds 8]
+  ceiling) for ``--seconds`` each. A load level's ``throughput`` is the rate it carried: runs
+  completed divided by the arrival window (the goodput definition of DistServe: a level counts
+  only when every run succeeded and p99 latency, submit -> result, is within the stated SLO;
+  an overloaded level shows as growing latency, so the window must be several batch times
+  long). The old figure divided by the window PLUS the drain after the last arrival, which
+  charged every level its own latency once more and understated short windows badly.
+  ``served_throughput`` is the best qualifying level; ``served_vs_ceiling`` the ratio. The
+  SLO is stated per model (see ``SLO_BATCHES``): the larger of a fixed quiet-machine figure
+  and three times one ceiling batch.
+* instrumentation per level: batch sizes the core formed (mean, max) and per-batch device
+  time (ms) measured by the worker, so a gap can be told apart: small batches (core batching)
+  vs slow batches (executor) vs waiting between batches (driver).
+Every run's prompt is the same shared text plus a unique suffix, in the ceiling too, so both
+see the same prefix-cache hits. The worker is pinned to the same core the ceiling was
+measured on; the driver runs beside it. The 1-minute load average before and after is
+reported: the machine is shared, and figures on a loaded machine are lower and noisier.
+Prints one JSON object.   python bench/batching.py [--seconds 20]
 """
 
 from __future__ import annotations
@@ -42,13 +56,27 @@ CORE = 0
 TEXT = "Dynamic batching groups requests for one model until the batch is full or too old."
 CASES = {
     "minilm_embed": dict(ref=ModelRef("minilm:1", "embed", "minilm"), task="embed",
-                         field="text", sizes=(1, 8, 16, 32), max_batch=32, slo_s=0.5,
+                         field="text", sizes=(1, 8, 16, 32), quiet_slo_s=0.5,
                          delay_s=0.02, params={}),
     "smollm2_generate": dict(ref=ModelRef("smollm2:1", "generate", "smollm2"), task="generate",
-                             field="prompt", sizes=(1, 4, 8, 16), max_batch=16, slo_s=8.0,
+                             field="prompt", sizes=(1, 4, 8, 16), quiet_slo_s=12.0,
                              delay_s=0.05, params={"max_tokens": 16, "stream": False}),
 }  # fmt: skip
-FRACTIONS = (0.5, 0.7, 0.85, 0.95, 1.05)
+# The stated SLO. A replica serves one batch at a time (the core's contract), so a run waits for
+# the batch in flight and then runs in the next: near the ceiling p99 is two to three times the
+# time of one full batch. The SLO is therefore p99 <= SLO_BATCHES x the time of one ceiling
+# batch as measured in this run, and never below ``quiet_slo_s`` (on a quiet core: 0.5 s for
+# MiniLM, 12 s for 16 SmolLM2 tokens). On a shared, loaded machine a batch takes two or three
+# times longer, and a fixed SLO would measure the neighbours, not the serving stack; the
+# throughput within the fixed ``quiet_slo_s`` is reported beside it.
+SLO_BATCHES = 3.0
+FRACTIONS = (0.6, 0.75, 0.85, 0.95, 1.05)
+
+
+def prompt(serial: int) -> str:
+    """The shared text plus a unique number: the same shape (and token count, give or take
+    one) in the ceiling and the served runs, so both do the same work per item."""
+    return f"{TEXT} #{serial % 10_000:04d}"
 
 
 def ceiling(case: dict) -> dict[int, float]:
@@ -68,31 +96,33 @@ def ceiling(case: dict) -> dict[int, float]:
         def elapsed_ms(self) -> float:
             return 0.0
 
-    rates = {}
+    rates, runs = {}, iter(range(10**6))
+
+    def items(size: int) -> list:
+        n = next(runs)  # unique prompts per run, like the served runs (no whole-prompt hits)
+        return [PreparedItem(BatchItem(StepKey("c", f"{n}-{i}"), f"k{n}-{i}", {}, gp),
+                             {case["field"]: prompt(n * 100 + i)}) for i in range(size)]  # fmt: skip
+
     for size in case["sizes"]:
-        items = [PreparedItem(BatchItem(StepKey("c", f"{i}"), f"k{i}", {}, gp),
-                              {case["field"]: f"{TEXT} {i}"}) for i in range(size)]  # fmt: skip
-        adapter.run(items, Ctx())
+        adapter.run(items(size), Ctx())
         times = []
-        for _ in range(3):
+        for _ in range(5):
+            batch = items(size)
             t0 = perf_counter()
-            adapter.run(items, Ctx())
+            adapter.run(batch, Ctx())
             times.append(perf_counter() - t0)
-        rates[size] = size / sorted(times)[1]
+        rates[size] = size / sorted(times)[2]
     return rates
 
 
-def runtime(name: str, case: dict) -> LiveRuntime:
+def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
     devices = [DeviceInfo("cpu:0", "cpu", 0, 4096, CORE)]
-    # Encoders cannot heartbeat inside one forward pass: a batch of 32 on a shared core can
-    # take over a second, so allow 2 s between heartbeats (hang detected within 4 s).
-    ex = LocalExecutor(ExecutorConfig(cache_dir=str(CACHE), use_cuda=False, poll_queue=False,
-                                      heartbeat_s=2.0),
+    ex = LocalExecutor(ExecutorConfig(cache_dir=str(CACHE), use_cuda=False, poll_queue=False),
                        devices)  # fmt: skip
     node = {"id": "n", "task": case["task"], "model": "m:1", "params": case["params"]}
     wf = {"workflow": name, "inputs": {"x": "text"}, "nodes": [node],
           "edges": [{"from": "input.x", "to": f"n.{case['field']}"}]}  # fmt: skip
-    model = ModelSpec("m", "1", case["task"], 512, max_batch_size=case["max_batch"])
+    model = ModelSpec("m", "1", case["task"], 512, max_batch_size=max_batch)
     bp = CoreBlueprint(device_specs(devices), (model,), (dag_from_dict(wf),),
                        core_config=CoreConfig(
                            batching_config=SizeDelayConfig(max_queue_delay_s=case["delay_s"])))  # fmt: skip
@@ -100,8 +130,8 @@ def runtime(name: str, case: dict) -> LiveRuntime:
                        (InitialReplica("m:1", "cpu:0"),), RuntimeConfig(stream_tokens=False))  # fmt: skip
 
 
-async def served(name: str, case: dict, top: float, seconds: float) -> list[dict]:
-    rt = runtime(name, case)
+async def served(name: str, case: dict, top: float, seconds: float, max_batch: int) -> list[dict]:
+    rt = runtime(name, case, max_batch)
     await rt.start()
     rows = []
     try:
@@ -117,17 +147,22 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     """Open-loop Poisson arrivals at ``rate`` for ``seconds``; latency of every run."""
     rng = random.Random(int(rate * 1000))
     lat: list[float] = []
+    batches: dict[tuple[str, str], tuple[int, float]] = {}  # (replica, batch) -> size, ms
     failed = 0
     tasks = []
     t0 = monotonic()
     due, n = t0, 0
 
-    async def one(req: Request) -> None:
+    async def one(req: Request, serial: int) -> None:
         nonlocal failed
         start = monotonic()
-        r = await rt.submit_run(RunRequest(req, {"x": f"{TEXT} {req.request_id}"})).result()
+        r = await rt.submit_run(RunRequest(req, {"x": prompt(serial)})).result()
         if r.ok:
             lat.append(monotonic() - start)
+            u = r.usage[0]
+            # items of one batch share its device time: size x share = the batch's time
+            key = (u.replica or "", f"{u.batch_size}:{u.device_us}")
+            batches[key] = (u.batch_size, u.device_us * u.batch_size / 1000.0)
         else:
             failed += 1
 
@@ -135,46 +170,88 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
         await asyncio.sleep(max(0.0, due - monotonic()))
         req = Request(f"{name}-{rate:.3f}-{n}", "bench", name, prompt_tokens=20,
                       max_output_tokens=case["params"].get("max_tokens", 0))  # fmt: skip
-        tasks.append(asyncio.ensure_future(one(req)))
+        tasks.append(asyncio.ensure_future(one(req, n)))
         n += 1
         due += rng.expovariate(rate)
+    window = monotonic() - t0
     await asyncio.gather(*tasks)
-    span = monotonic() - t0
+    drained = monotonic() - t0 - window
     lat.sort()
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("inf")
-    return {"offered_rate": round(rate, 2), "completed": len(lat), "failed": failed,
-            "throughput": round(len(lat) / span, 2), "p50_s": round(lat[len(lat) // 2], 3),
-            "p99_s": round(p99, 3)}  # fmt: skip
+    sizes = [size for size, _ in batches.values()]
+    per_batch = sorted(ms for _, ms in batches.values())
+    return {"offered_rate": round(rate, 2), "arrivals": n, "completed": len(lat),
+            "failed": failed, "throughput": round(len(lat) / window, 2),
+            "p50_s": round(lat[len(lat) // 2], 3) if lat else None, "p99_s": round(p99, 3),
+            "drain_s": round(drained, 2), "batches": len(sizes),
+            "batch_size_mean": round(sum(sizes) / max(1, len(sizes)), 1),
+            "batch_size_max": max(sizes, default=0),
+            "batch_device_ms_p50": round(per_batch[len(per_batch) // 2], 1) if per_batch else None,
+            "device_busy_share": round(sum(per_batch) / 1000.0 / (window + drained), 3)}  # fmt: skip
 
 
-async def bench(seconds: float) -> dict:
-    out = {"benchmark": "batching", "goal_served_vs_ceiling": 0.85}
+def ceiling_pinned(case: dict, cores: set[int]) -> dict[int, float]:
+    """The ceiling on the worker's core; afterwards the driver goes back beside the worker."""
+    if cores:
+        os.sched_setaffinity(0, {CORE})
+    rates = ceiling(case)
+    if len(cores) > 1:
+        os.sched_setaffinity(0, cores - {CORE})
+    return rates
+
+
+def served_at(rows: list[dict], slo_s: float) -> float:
+    """The best throughput among levels with no failure and p99 within ``slo_s``."""
+    ok = [r["throughput"] for r in rows if r["p99_s"] <= slo_s and not r["failed"]]
+    return max(ok, default=0.0)
+
+
+def load_average() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+async def bench(seconds: float, only: list[str] | None = None) -> dict:
+    out = {"benchmark": "batching", "goal_served_vs_ceiling": 0.85,
+           "cpu_cores": os.cpu_count(), "load_avg_1m_before": load_average()}  # fmt: skip
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     for name, case in CASES.items():
-        if cores:
-            os.sched_setaffinity(0, {CORE})  # the ceiling on the worker's core
-        rates = ceiling(case)
-        if len(cores) > 1:
-            os.sched_setaffinity(0, cores - {CORE})  # the driver beside the worker
+        if only and name not in only:
+            continue
+        rates = ceiling_pinned(case, cores)
         top = max(rates.values())
-        rows = await served(name, case, top, seconds)
-        ok = [r["throughput"] for r in rows if r["p99_s"] <= case["slo_s"] and not r["failed"]]
-        best = max(ok, default=0.0)
+        # The model's max batch size is where its measured throughput peaks, as an operator
+        # would set it from ``legato profile``: on a CPU a bigger batch can be SLOWER per item
+        # (MiniLM here: 8 beats 32), and the core fills batches up to the cap under load.
+        size = max(rates, key=rates.get)
+        rows = await served(name, case, top, seconds, size)
+        # measured again after the served levels: the ratio uses the better of the two, so a
+        # quieter moment during either measurement can only make the goal harder to reach
+        after = ceiling_pinned(case, cores)
+        top = max(top, max(after.values()))
+        slo = max(case["quiet_slo_s"], SLO_BATCHES * size / top)
+        best = served_at(rows, slo)
         out[name] = {
-            "slo_p99_s": case["slo_s"],
+            "slo_p99_s": round(slo, 2),
+            "slo_rule": f"p99 <= max({case['quiet_slo_s']} s, {SLO_BATCHES} x one ceiling batch)",
             "served_throughput": best,
             "ceiling_throughput": round(top, 2),
-            "ceiling_batch_size": max(rates, key=rates.get),
-            "batch1_throughput": round(rates[1], 2),
+            "ceiling_before_after": [round(max(rates.values()), 2), round(max(after.values()), 2)],
+            "ceiling_batch_size": size,
+            "ceiling_by_batch_size": {b: round(max(r, after[b]), 2) for b, r in rates.items()},
+            "served_max_batch_size": size,
+            "batch1_throughput": round(max(rates[1], after[1]), 2),
             "served_vs_ceiling": round(best / top, 3),
+            "served_throughput_within_quiet_slo": served_at(rows, case["quiet_slo_s"]),
             "unit": "items/s",
             "loads": rows,
         }
+    out["load_avg_1m_after"] = load_average()
     return out
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="served vs ceiling throughput")
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=20.0, help="arrival window per level")
+    parser.add_argument("--only", action="append", choices=sorted(CASES), help="run one case")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(bench(args.seconds))))
+    print(json.dumps(asyncio.run(bench(args.seconds, args.only))))

@@ -14,7 +14,13 @@ One :class:`Executor` owns the local devices. The driver calls it from its event
   stream for synchronous callers (tests, the profiler);
 * ``fetch_output(run_id, node_id)`` returns a future of the full output value (text, vector,
   scores) of a completed step, still held by the worker that produced it;
+* ``cancel(idempotency_keys)`` is best effort: items not yet started (queued in a worker, or
+  waiting for inputs) come back as failed with ``cause="cancelled"``; items already running
+  finish normally;
 * ``heartbeat()`` is the latest status of every worker; ``stop()`` ends the workers.
+
+A failed item carries a structured ``ItemResult.cause`` (see :data:`FAILURE_CAUSES`); ``error``
+is the human sentence. Callers branch on ``cause``, never on the text.
 
 Inputs of an item are literal values or :class:`InputRef` references to fields of earlier steps'
 outputs. Outputs stay in the worker that produced them; when the consumer runs elsewhere the
@@ -26,7 +32,7 @@ A multi-node backend (a Ray actor per device) implements the same Protocol.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,6 +49,25 @@ TASKS: tuple[str, ...] = (
 
 #: Where a model comes from. ``tiny`` builds a small random model from a config (tests).
 SOURCE_KINDS: tuple[str, ...] = ("minilm", "smollm2", "hf", "tiny", "tool")
+
+
+#: Why an item failed (``ItemResult.cause``):
+#: ``worker_down``: its worker crashed or its pipe closed (retriable elsewhere);
+#: ``hang``: its batch ran past its progress deadline and the worker was killed (retriable);
+#: ``unavailable``: the replica is not loaded, its breaker is open, or an input was lost with
+#: the worker that held it (retriable elsewhere);
+#: ``model_error``: the batch raised inside the model (retriable; repeated ones open the breaker);
+#: ``bad_input``: this item's inputs are unusable (final: running it again cannot help);
+#: ``cancelled``: cancelled before it started (final for this submission, never stored: a later
+#: submit of the same key runs).
+FAILURE_CAUSES: tuple[str, ...] = (
+    "worker_down",
+    "hang",
+    "unavailable",
+    "model_error",
+    "bad_input",
+    "cancelled",
+)
 
 
 class ExecutorError(Exception):
@@ -143,15 +168,23 @@ class BatchItem:
 
 @dataclass(frozen=True)
 class Batch:
-    """Items for one replica, run together (padded) by its adapter."""
+    """Items for one replica, run together (padded) by its adapter.
+
+    ``expected_ms`` is the caller's prediction of the batch's device time (the core's
+    ``predicted_us``); the executor derives the batch's hang deadline from it (see
+    ``ExecutorConfig.hang_multiple``). None: the executor uses its own estimate.
+    """
 
     batch_id: str
     replica_id: str
     items: tuple[BatchItem, ...]
+    expected_ms: float | None = None
 
     def __post_init__(self) -> None:
         if not self.items:
             raise ExecutorError(f"Batch {self.batch_id!r} has no items")
+        if self.expected_ms is not None and self.expected_ms < 0:
+            raise ExecutorError(f"Batch.expected_ms must be >= 0, got {self.expected_ms}")
 
 
 @dataclass(frozen=True)
@@ -174,6 +207,13 @@ class ItemResult:
     item_count: int = 0  # vectors, documents or scores produced
     batch_size: int = 1
     replayed: bool = False  # a duplicate submit answered from the idempotency store
+    cause: str | None = None  # why it failed, one of FAILURE_CAUSES (None when ok)
+
+    def __post_init__(self) -> None:
+        if self.ok and self.cause is not None:
+            raise ExecutorError(f"ItemResult.cause must be None when ok, got {self.cause!r}")
+        if self.cause is not None and self.cause not in FAILURE_CAUSES:
+            raise ExecutorError(f"ItemResult.cause {self.cause!r} is not one of {FAILURE_CAUSES}")
 
 
 @dataclass(frozen=True)
@@ -197,6 +237,9 @@ class WorkerStatus:
     busy: bool
     replicas: tuple[str, ...]
     used_mib: int
+    running_batch: str | None = None  # the batch its main thread runs now
+    running_for_s: float = 0.0
+    deadline_s: float | None = None  # the running batch counts as hung past this many seconds
 
 
 # ---- events ---------------------------------------------------------------------------------
@@ -268,6 +311,8 @@ class Executor(Protocol):
     def unload(self, replica_id: str) -> concurrent.futures.Future[int]: ...
 
     def submit(self, batch: Batch) -> None: ...
+
+    def cancel(self, idempotency_keys: Iterable[str]) -> None: ...
 
     def events(self) -> AsyncIterator[ExecutorEvent]: ...
 

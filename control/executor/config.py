@@ -16,6 +16,13 @@ class ExecutorConfig:
     heartbeat_s: float = field(
         default=0.5, metadata={"help": "worker heartbeat interval; down after two missed"}
     )
+    hang_multiple: float = field(
+        default=5.0,
+        metadata={"help": "a batch running longer than this multiple of its expected time hangs"},
+    )
+    hang_floor_s: float = field(
+        default=30.0, metadata={"help": "the shortest hang deadline of any batch (seconds)"}
+    )
     cache_dir: str = field(default="var/models", metadata={"help": "converted and tiny models"})
     torch_threads: int = field(default=1, metadata={"help": "torch threads per worker"})
     cpu_slots: int | None = field(
@@ -37,6 +44,14 @@ class ExecutorConfig:
     poll_queue: bool = field(
         default=True, metadata={"help": "keep a queue for poll(); off if only events() is used"}
     )
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_s <= 0:
+            raise ValueError(f"ExecutorConfig.heartbeat_s must be > 0, got {self.heartbeat_s}")
+        if self.hang_multiple < 1:
+            raise ValueError(f"ExecutorConfig.hang_multiple must be >= 1, got {self.hang_multiple}")
+        if self.hang_floor_s <= 0:
+            raise ValueError(f"ExecutorConfig.hang_floor_s must be > 0, got {self.hang_floor_s}")
 
 
 @dataclass

@@ -43,13 +43,14 @@ from control.executor.devices import discover_devices
 from control.executor.lru import ReplicaTable
 from control.executor.pump import PumpMixin
 from control.executor.supervisor import WorkerHandle
+from control.executor.watch import WatchMixin
 from control.executor.worker import WorkerConfig
 from control.runtime import clock
 
 log = logging.getLogger(__name__)
 
 
-class LocalExecutor(PumpMixin):
+class LocalExecutor(PumpMixin, WatchMixin):
     def __init__(
         self, config: ExecutorConfig = ExecutorConfig(), devices: list[DeviceInfo] | None = None
     ):
@@ -68,6 +69,7 @@ class LocalExecutor(PumpMixin):
         self._inflight_keys: dict[str, str] = {}
         self._output_at: dict[tuple[str, str], str] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
+        self._item_ms: dict[str, float] = {}  # replica -> smoothed device ms per item
         self._listeners: list[Callable[[ExecutorEvent], None]] = []
         self._poll: queue.Queue | None = queue.Queue() if config.poll_queue else None
         self._stopping = threading.Event()

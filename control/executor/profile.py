@@ -8,7 +8,10 @@ through the same adapter code the workers run, and returns one :class:`LatencyRo
 Phases: ``forward`` for encoder and tool tasks (the whole batch); for generate, ``prefill``
 (prompt in, first token out) and ``decode_per_token`` (each further token of the batch). The
 prefix cache is off while profiling so repeated prompts are measured cold. The caller (CLI)
-stores the rows in the database and as CSV.
+stores the rows in the database and as CSV: one database point per (device type, batch size,
+tokens) whose ``latency_us`` is the forward (or prefill) time and, for generate, whose
+``decode_us_per_token`` is the batch's time per further token; ``load_fleet_state`` turns them
+into the twin's forward table and decode rows.
 """
 
 from __future__ import annotations
@@ -127,7 +130,9 @@ def profile_model(
     from control.executor.adapters import build_adapter
 
     if ref.task == "generate":
-        ref = replace(ref, options={**ref.options, "prefix_cache_mib": 0})
+        # cold prompts every time, and no chat template around them: a point's token count is
+        # then exactly the prompt the latency table is keyed by (a template is just more tokens)
+        ref = replace(ref, options={**ref.options, "prefix_cache_mib": 0, "chat": False})
     adapter = build_adapter(ref, torch.device(device), Path(cache_dir))
     tokenizer = getattr(adapter, "tokenizer", None) or getattr(
         getattr(adapter, "embedder", None), "tokenizer", None

@@ -1,5 +1,6 @@
-"""The work-moving half of :class:`~control.executor.local.LocalExecutor`: submitting batches,
-moving inputs between workers, reading worker pipes, and handling dead or hung workers.
+"""The work-moving half of :class:`~control.executor.local.LocalExecutor`: submitting and
+cancelling batches, moving inputs between workers, fetching outputs, recording completions
+(the pump thread and dead or hung workers are in :mod:`watch`).
 
 Everything here runs under the executor's lock, either from a public method (driver thread) or
 from the pump thread. Kept apart from ``local.py`` only to keep modules small.
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import multiprocessing.connection
 from dataclasses import replace
 
 from control.executor.base import (
@@ -17,10 +17,9 @@ from control.executor.base import (
     InputRef,
     ItemCompleted,
     ItemResult,
-    LoadReport,
-    WorkerDown,
 )
 from control.executor.config import _ParkedBatch
+from control.executor.supervisor import batch_deadline_s
 from control.runtime import clock
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,8 @@ class PumpMixin:
                 return
             batch = replace(batch, items=tuple(fresh))
             if batch.replica_id not in self._replicas:
-                return self._fail_items(batch, "?", f"replica {batch.replica_id} is not loaded")
+                reason = f"replica {batch.replica_id} is not loaded"
+                return self._fail_items(batch, "?", reason)
             device_id, _ = self._replicas[batch.replica_id]
             allowed, why = self._breaker(batch.replica_id).allow(now)
             if not allowed:
@@ -91,9 +91,56 @@ class PumpMixin:
         handle.inflight[parked.batch.batch_id] = parked.batch
         if not self._send(handle, ("batch", parked.batch, moved)):
             handle.inflight.pop(parked.batch.batch_id, None)
-            self._finish(
-                parked.batch, self._failures(parked.batch, parked.device_id, "worker pipe closed")
-            )
+            fails = self._failures(parked.batch, parked.device_id, "worker pipe closed")
+            self._finish(parked.batch, fails)
+
+    # ---- cancelling ---------------------------------------------------------------------------
+
+    def cancel(self, idempotency_keys) -> None:  # noqa: ANN001 - Iterable[str]
+        """Best effort: items not yet started come back failed with cause ``cancelled``.
+
+        Items of batches parked here (waiting for inputs) are taken out at once; for batches
+        already sent, the worker takes them out of its inbox if they have not started. Running
+        items finish normally. Never blocks; unknown or finished keys are ignored.
+        """
+        with self._lock:
+            by_device: dict[str, set[str]] = {}
+            for key in set(idempotency_keys):
+                batch_id = self._inflight_keys.get(key)
+                if batch_id is None:
+                    continue
+                if batch_id in self._parked:
+                    self._cancel_parked(batch_id, key)
+                    continue
+                for device_id, handle in self._workers.items():
+                    if batch_id in handle.inflight:
+                        by_device.setdefault(device_id, set()).add(key)
+            for device_id, keys in sorted(by_device.items()):
+                self._send(self._workers[device_id], ("cancel", tuple(sorted(keys))))
+
+    def _cancel_parked(self, batch_id: str, key: str) -> None:
+        parked = self._parked[batch_id]
+        gone = [i for i in parked.batch.items if i.idempotency_key == key]
+        stay = tuple(i for i in parked.batch.items if i.idempotency_key != key)
+        results = self._failures(replace(parked.batch, items=tuple(gone)), parked.device_id,
+                                 "cancelled before it started", "cancelled")  # fmt: skip
+        if stay:
+            parked.batch = replace(parked.batch, items=stay)
+            self._finish(None, results)
+        else:
+            del self._parked[batch_id]  # exports still on their way are then ignored
+            self._finish(parked.batch, results)
+
+    def _on_cancelled(self, handle, batch_id: str, results, remaining: int) -> None:
+        batch = handle.inflight.get(batch_id)
+        gone = {r.idempotency_key for r in results}
+        if batch is not None and remaining:
+            stay = tuple(i for i in batch.items if i.idempotency_key not in gone)
+            handle.inflight[batch_id] = replace(batch, items=stay)
+            batch = None  # still in flight: its LRU and breaker bookkeeping comes with results
+        elif batch is not None:
+            handle.inflight.pop(batch_id)
+        self._finish(batch, results)
 
     def _on_exported(self, handle, request_id: str, payload, error: str | None) -> None:
         _, target = self._requests.pop(request_id, (None, (None, None)))
@@ -142,16 +189,37 @@ class PumpMixin:
 
     # ---- completions --------------------------------------------------------------------------
 
+    def _on_started(self, handle, batch_id: str) -> None:
+        """The worker began a batch: arm its hang deadline (its expected time, or ours)."""
+        batch = handle.inflight.get(batch_id)
+        if batch is None:
+            return
+        expected = batch.expected_ms
+        if expected is None and batch.replica_id in self._item_ms:
+            expected = self._item_ms[batch.replica_id] * len(batch.items)
+        c = self.config
+        deadline = batch_deadline_s(expected, c.hang_multiple, c.hang_floor_s)
+        handle.on_started(batch_id, clock.monotonic(), deadline)
+
     def _on_results(self, handle, batch_id: str, results: list[ItemResult]) -> None:
+        handle.on_finished(batch_id)
         batch = handle.inflight.pop(batch_id, None)
+        ran = [r for r in results if r.ok]
+        if batch is not None and ran:
+            # ms per item, smoothed: the expected time of this replica's next batches
+            per_item = ran[0].device_ms / max(1, ran[0].batch_size)
+            old = self._item_ms.get(batch.replica_id, per_item)
+            self._item_ms[batch.replica_id] = 0.8 * old + 0.2 * per_item
         self._finish(batch, results)
 
     def _finish(self, batch: Batch | None, results: list[ItemResult]) -> None:
-        """Report results once each; store final ones; update breaker and LRU bookkeeping."""
+        """Report results once each; store final ones (never a cancel: a later submit of the
+        key runs); update breaker and LRU bookkeeping."""
         now = clock.monotonic()
         for result in results:
             self._inflight_keys.pop(result.idempotency_key, None)
-            if result.ok or not result.retriable:
+            final = not result.retriable and result.cause != "cancelled"
+            if result.ok or final:
                 self._done[result.idempotency_key] = result
                 while len(self._done) > self.config.idempotency_capacity:
                     self._done.popitem(last=False)
@@ -160,9 +228,13 @@ class PumpMixin:
             self._emit(ItemCompleted(result))
         if batch is not None:
             self._table.touch(batch.replica_id, now, -1)
-            self._record_breaker(batch.replica_id, not any(r.retriable for r in results))
+            ran = [r for r in results if r.cause != "cancelled"]
+            if ran:
+                self._record_breaker(batch.replica_id, not any(r.retriable for r in ran))
 
-    def _failures(self, batch: Batch, device_id: str, reason: str) -> list[ItemResult]:
+    def _failures(
+        self, batch: Batch, device_id: str, reason: str, cause: str = "worker_down"
+    ) -> list[ItemResult]:
         return [
             ItemResult(
                 step=item.step,
@@ -171,118 +243,14 @@ class PumpMixin:
                 device_id=device_id,
                 ok=False,
                 error=reason,
-                retriable=True,
+                retriable=cause != "cancelled",
                 batch_size=len(batch.items),
+                cause=cause,
             )
             for item in batch.items
         ]
 
     def _fail_items(self, batch: Batch, device_id: str, reason: str) -> None:
-        for result in self._failures(batch, device_id, reason):
+        """Refused before reaching a worker (not loaded, breaker open): retriable elsewhere."""
+        for result in self._failures(batch, device_id, reason, "unavailable"):
             self._emit(ItemCompleted(result))
-
-    # ---- the pump thread ----------------------------------------------------------------------
-
-    def _pump_loop(self) -> None:
-        tick = self.config.heartbeat_s / 5
-        while not self._stopping.is_set():
-            with self._lock:
-                conns = {h.conn: h for h in self._workers.values() if h.conn is not None}
-            ready = multiprocessing.connection.wait(list(conns), timeout=tick) if conns else []
-            if not conns:
-                self._stopping.wait(tick)
-            for conn in ready:
-                handle = conns[conn]
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    with self._lock:
-                        if handle.conn is conn:
-                            self._worker_down(handle, f"pipe closed ({_exit(handle)})")
-                    continue
-                with self._lock:
-                    if handle.conn is conn:
-                        self._dispatch(handle, msg)
-            with self._lock:
-                self._check_health()
-
-    def _dispatch(self, handle, msg: tuple) -> None:
-        handlers = {
-            "hb": self._on_heartbeat,
-            "loaded": self._on_loaded,
-            "load_failed": self._on_load_failed,
-            "unloaded": self._on_unloaded,
-            "results": self._on_results,
-            "delta": self._on_delta,
-            "exported": self._on_exported,
-            "fetched": self._on_fetched,
-        }
-        try:
-            handlers[msg[0]](handle, *msg[1:])
-        except Exception:  # a bad message must not kill the pump: log it and go on
-            log.exception("executor could not handle %r from %s", msg[0], handle.device.device_id)
-
-    def _check_health(self) -> None:
-        now = clock.monotonic()
-        for handle in self._workers.values():
-            reason = handle.health(now, self.config.startup_grace_s)
-            if reason is not None:
-                self._worker_down(handle, reason)
-
-    def _worker_down(self, handle, reason: str) -> None:
-        """Kill, report everything it held as lost (items failed-retriable), restart."""
-        if self._stopping.is_set():
-            return
-        device_id = handle.device.device_id
-        log.warning("worker %s down: %s", device_id, reason)
-        handle.kill()
-        failed: list[str] = []
-        for batch in list(handle.inflight.values()):
-            results = self._failures(batch, device_id, f"worker {device_id} down: {reason}")
-            failed.extend(r.idempotency_key for r in results)
-            self._finish(batch, results)
-        handle.inflight.clear()
-        for batch_id, parked in list(self._parked.items()):
-            if parked.device_id == device_id:
-                del self._parked[batch_id]
-                results = self._failures(parked.batch, device_id, f"worker {device_id} down")
-                failed.extend(r.idempotency_key for r in results)
-                self._finish(parked.batch, results)
-        lost = self._forget_device(device_id, reason)
-        self._emit(WorkerDown(device_id, reason, lost, tuple(failed)))
-        handle.start(clock.monotonic())
-
-    def _forget_device(self, device_id: str, reason: str) -> tuple[str, ...]:
-        lost = tuple(sorted(r for r, (d, _) in self._replicas.items() if d == device_id))
-        for replica_id in lost:
-            del self._replicas[replica_id]
-            self._table.remove(replica_id)
-        for load_id, pending in list(self._loads.items()):
-            if pending.device_id == device_id:
-                del self._loads[load_id]
-                self._table.remove(pending.replica_id)
-                pending.future.set_result(
-                    LoadReport(pending.replica_id, device_id, False, f"worker down: {reason}")
-                )
-        for replica_id, (holder, future) in list(self._unloads.items()):
-            if holder == device_id:
-                del self._unloads[replica_id]
-                future.set_result(0)
-        for key in [k for k, d in self._output_at.items() if d == device_id]:
-            del self._output_at[key]
-        for request_id, (holder, target) in list(self._requests.items()):
-            if holder == device_id:
-                if isinstance(target, concurrent.futures.Future):
-                    del self._requests[request_id]
-                    target.set_exception(KeyError(f"worker {device_id} down"))
-                else:
-                    self._on_exported(None, request_id, None, "holder down")
-        return lost
-
-
-def _exit(handle) -> str:
-    proc = handle.process
-    if proc is None:
-        return "no process"
-    proc.join(timeout=0.5)
-    return f"exit code {proc.exitcode}"

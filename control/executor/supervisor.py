@@ -1,9 +1,16 @@
 """Worker processes as the executor's parent sees them: start, watch, kill, restart.
 
 A :class:`WorkerHandle` is owned by :class:`control.executor.local.LocalExecutor` and touched
-only under its lock. Health is judged from two facts: the process is alive, and its last
-heartbeat is younger than two heartbeat intervals (a worker still starting gets
-``startup_grace_s`` to send its first one, because spawning and importing torch takes seconds).
+only under its lock. Health is judged from three facts:
+
+* the process is alive (a crash is seen at the next pump tick, or at once as a closed pipe);
+* its last heartbeat is younger than two heartbeat intervals (a worker still starting gets
+  ``startup_grace_s`` to send its first one, because spawning and importing torch takes
+  seconds). Heartbeats come from a thread of their own, so they prove the process lives even
+  while one long forward pass holds the main thread;
+* the batch it runs (announced by ``started``) is younger than that batch's deadline, a
+  generous multiple of its expected time with a floor (:func:`batch_deadline_s`): a batch
+  still running past it is hung, whatever the heartbeats say.
 """
 
 from __future__ import annotations
@@ -16,6 +23,13 @@ from control.executor.base import Batch, DeviceInfo, WorkerStatus
 from control.executor.worker import WorkerConfig, worker_main
 
 _CTX = mp.get_context("spawn")
+
+
+def batch_deadline_s(expected_ms: float | None, multiple: float, floor_s: float) -> float:
+    """Seconds a batch may run before it counts as hung: ``multiple`` x its expected time, and
+    never less than ``floor_s`` (predictions are rough; a busy shared core runs slower)."""
+    expected_s = (expected_ms or 0.0) / 1000.0
+    return max(floor_s, multiple * expected_s)
 
 
 @dataclass
@@ -33,6 +47,7 @@ class WorkerHandle:
     replicas: tuple[str, ...] = ()
     used_mib: int = 0
     inflight: dict[str, Batch] = field(default_factory=dict)
+    running: tuple[str, float, float] | None = None  # (batch id, started at, deadline seconds)
 
     def start(self, now: float) -> None:
         """Spawn a fresh worker process for this device (the old one must be gone)."""
@@ -49,7 +64,7 @@ class WorkerHandle:
         self.up, self.started_at, self.last_hb = False, now, now
         self.restarts += 1
         self.busy, self.replicas, self.used_mib = False, (), 0
-        self.inflight = {}
+        self.inflight, self.running = {}, None
 
     def on_heartbeat(self, now: float, pid: int, busy: bool, replicas, used_mib: int) -> bool:
         """Record a heartbeat; returns True when it is the first one (the worker is up)."""
@@ -58,19 +73,35 @@ class WorkerHandle:
         self.busy, self.replicas, self.used_mib = busy, tuple(replicas), used_mib
         return first
 
-    def health(self, now: float, startup_grace_s: float) -> str | None:
-        """None when healthy, else why the worker counts as down."""
+    def on_started(self, batch_id: str, now: float, deadline_s: float) -> None:
+        """The worker began ``batch_id``: it must finish within ``deadline_s``."""
+        self.running = (batch_id, now, deadline_s)
+
+    def on_finished(self, batch_id: str) -> None:
+        if self.running is not None and self.running[0] == batch_id:
+            self.running = None
+
+    def health(self, now: float, startup_grace_s: float) -> tuple[str, str] | None:
+        """None when healthy, else (cause, reason): cause ``worker_down`` or ``hang``."""
         if self.process is None:
             return None
         if not self.process.is_alive():
-            return f"process exited with code {self.process.exitcode}"
+            return "worker_down", f"process exited with code {self.process.exitcode}"
         if not self.up:
             if now - self.started_at > startup_grace_s:
-                return f"no first heartbeat within {startup_grace_s:.0f}s of starting"
+                return "hang", f"no first heartbeat within {startup_grace_s:.0f}s of starting"
             return None
         silent = now - self.last_hb
         if silent > 2 * self.config.heartbeat_s:
-            return f"no heartbeat for {silent:.2f}s (two intervals are {2 * self.config.heartbeat_s:.2f}s): hung"
+            two = 2 * self.config.heartbeat_s
+            return "hang", f"no heartbeat for {silent:.2f}s (two intervals are {two:.2f}s): hung"
+        if self.running is not None:
+            batch_id, since, deadline = self.running
+            if now - since > deadline:
+                return "hang", (
+                    f"batch {batch_id} has run {now - since:.2f}s, past its {deadline:.2f}s "
+                    "deadline: hung"
+                )
         return None
 
     def kill(self) -> None:
@@ -81,7 +112,7 @@ class WorkerHandle:
             self.process.join(timeout=5)
         if self.conn is not None:
             self.conn.close()
-        self.process, self.conn, self.up = None, None, False
+        self.process, self.conn, self.up, self.running = None, None, False, None
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the worker to stop, then make sure it did."""
@@ -102,7 +133,10 @@ class WorkerHandle:
             alive=alive and self.up,
             last_heartbeat_age_s=max(0.0, now - self.last_hb),
             restarts=max(0, self.restarts),
-            busy=self.busy,
+            busy=self.running is not None,  # exact: "started" and results share one pipe
             replicas=self.replicas,
             used_mib=self.used_mib,
+            running_batch=self.running[0] if self.running else None,
+            running_for_s=max(0.0, now - self.running[1]) if self.running else 0.0,
+            deadline_s=self.running[2] if self.running else None,
         )

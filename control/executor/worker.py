@@ -6,9 +6,17 @@ pipe; messages are tuples ``(kind, ...)`` (see ``_HANDLERS`` and the ``send`` ca
 
 Threads, and why:
 
-* the main thread runs batches, one at a time, and is the ONLY sender of heartbeats: it sends one
-  whenever one is due, while idle and between decode steps (``tick``). A hung step therefore
-  stops the heartbeats and the executor sees it within two heartbeat intervals.
+* the main thread runs the messages of the inbox in order (batches one at a time, unloads,
+  exports); before a batch it sends ``("started", batch_id)`` so the executor can time it
+  against the batch's progress deadline (a batch still running past it counts as hung);
+* a receiver thread reads the pipe as soon as anything arrives and queues messages in the
+  :class:`~control.executor.inbox.Inbox`; ``cancel`` is handled by it at once, so items of
+  batches that have not started can be taken out and reported ``cancelled``;
+* a heartbeat thread sends a heartbeat every interval. It is separate from the main thread
+  because one forward pass of an encoder cannot tick: a long batch must not look like death.
+  Heartbeats therefore prove the PROCESS is alive (a crash stops them and closes the pipe);
+  a hung BATCH is caught by its deadline instead. torch releases the GIL while it computes,
+  and Python switches threads every few ms otherwise, so a busy main thread does not starve it;
 * a loader thread loads models (reads weights, builds the adapter, measures time and memory).
   Loading is the cold path: it runs beside the hot replicas instead of in front of them, and
   needs no hand-over between processes because the weights land in this worker's own memory (on
@@ -26,13 +34,16 @@ import gc
 import logging
 import os
 import queue
+import signal
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from control.executor import transfer
-from control.executor.base import Batch, DeviceInfo, InputRef, ItemResult, ModelRef
+from control.executor.base import DeviceInfo, ModelRef
+from control.executor.inbox import Inbox
+from control.executor.worker_batches import BatchMixin
 from control.runtime import clock
 
 log = logging.getLogger(__name__)
@@ -49,6 +60,9 @@ class WorkerConfig:
 def worker_main(device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
     """Entry point of the worker process; returns when told to stop or the pipe closes."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Ctrl-C in a terminal reaches the whole process group: the executor, not the worker,
+    # decides when a worker stops (it sends "stop", or kills a hung one).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device.cpu_core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {device.cpu_core})
     import torch
@@ -60,23 +74,7 @@ def worker_main(device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
     Worker(device, conn, config).serve()
 
 
-class _Ctx:
-    """RunContext handed to adapters during one batch."""
-
-    def __init__(self, worker: Worker, started: float) -> None:
-        self.worker, self.started = worker, started
-
-    def tick(self) -> None:
-        self.worker.maybe_heartbeat()
-
-    def emit_delta(self, item, index: int, text: str) -> None:
-        self.worker.send(("delta", item.idempotency_key, item.step, index, text))
-
-    def elapsed_ms(self) -> float:
-        return (clock.perf_counter() - self.started) * 1000.0
-
-
-class Worker:
+class Worker(BatchMixin):
     def __init__(self, device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
         import torch
 
@@ -87,9 +85,10 @@ class Worker:
         self.send_lock = threading.Lock()
         self.loads: queue.Queue = queue.Queue()
         self.ready: queue.Queue = queue.Queue()
+        self.inbox = Inbox()
         self.busy = False
-        self.last_hb = 0.0
         self.running = True
+        self.stopped = threading.Event()
 
     # ---- plumbing -----------------------------------------------------------------------------
 
@@ -97,27 +96,57 @@ class Worker:
         with self.send_lock:
             self.conn.send(msg)
 
-    def maybe_heartbeat(self, force: bool = False) -> None:
-        now = clock.monotonic()
-        if force or now - self.last_hb >= self.config.heartbeat_s:
-            self.last_hb = now
-            used = sum(a.memory_mib() for a in self.adapters.values())
-            self.send(("hb", os.getpid(), self.busy, tuple(sorted(self.adapters)), used))
+    def heartbeat(self) -> None:
+        adapters = list(self.adapters.items())  # a copy: the main thread may change the dict
+        used = sum(a.memory_mib() for _, a in adapters)
+        self.send(("hb", os.getpid(), self.busy, tuple(sorted(r for r, _ in adapters)), used))
 
     def serve(self) -> None:
-        threading.Thread(target=self._loader, name="loader", daemon=True).start()
-        self.maybe_heartbeat(force=True)
-        while self.running:
-            try:
-                if self.conn.poll(self.config.heartbeat_s / 2):
-                    msg = self.conn.recv()
-                    self._install_loaded()
+        """Start the helper threads, then run inbox messages until ``stop`` or a closed pipe."""
+        self.heartbeat()
+        for target, name in ((self._loader, "loader"), (self._receive, "receiver"),
+                             (self._beat, "heartbeat")):  # fmt: skip
+            threading.Thread(target=target, name=name, daemon=True).start()
+        try:
+            while self.running:
+                msg = self.inbox.get(self.config.heartbeat_s)
+                self._install_loaded()
+                if msg is not None:
                     _HANDLERS[msg[0]](self, *msg[1:])
+        except (EOFError, OSError):
+            pass  # the executor went away: nothing left to serve
+        finally:
+            self.stopped.set()
+            self.loads.put(None)
+
+    def _receive(self) -> None:
+        """Receiver thread: queue every message; cancel at once; stop when the pipe closes."""
+        while not self.stopped.is_set():
+            try:
+                msg = self.conn.recv()
             except (EOFError, OSError):
-                break  # the executor went away: nothing left to serve
-            self._install_loaded()
-            self.maybe_heartbeat()
-        self.loads.put(None)
+                self.inbox.put(("stop",))
+                return
+            if msg[0] == "cancel":
+                self._cancel(msg[1])
+            else:
+                self.inbox.put(msg)
+
+    def _beat(self) -> None:
+        """Heartbeat thread: one heartbeat per interval while the worker serves."""
+        while not self.stopped.wait(self.config.heartbeat_s):
+            try:
+                self.heartbeat()
+            except (EOFError, OSError):
+                return
+
+    def _cancel(self, keys) -> None:  # noqa: ANN001
+        for c in self.inbox.cancel(keys):
+            results = [
+                self._fail(c.batch, it, "cancelled before it started", False, "cancelled")
+                for it in c.items
+            ]
+            self.send(("cancelled", c.batch.batch_id, results, c.remaining))
 
     # ---- loading ------------------------------------------------------------------------------
 
@@ -180,93 +209,6 @@ class Worker:
 
     def on_stop(self) -> None:
         self.running = False
-
-    # ---- batches ------------------------------------------------------------------------------
-
-    def on_batch(self, batch: Batch, moved: dict[tuple[str, str, str], Any]) -> None:
-        adapter = self.adapters.get(batch.replica_id)
-        if adapter is None:
-            reason = f"replica {batch.replica_id} is not loaded on {self.device.device_id}"
-            self._report(batch, [self._fail(batch, it, reason, True) for it in batch.items])
-            return
-        from control.executor.adapters.base import PreparedItem
-
-        prepared, results = [], {}
-        for it in batch.items:
-            try:
-                prepared.append(PreparedItem(it, self._resolve(it.inputs, moved)))
-            except KeyError as err:
-                results[it.idempotency_key] = self._fail(batch, it, f"input lost: {err}", True)
-        self.busy = True
-        started = clock.perf_counter()
-        try:
-            outs = adapter.run(prepared, _Ctx(self, started)) if prepared else []
-            if self.torch_device.type == "cuda":
-                import torch
-
-                torch.cuda.synchronize(self.torch_device)
-        except Exception as err:  # a failed batch fails its items; the worker lives on
-            log.exception("batch %s failed", batch.batch_id)
-            reason = f"{type(err).__name__}: {err}"
-            for p in prepared:
-                results[p.item.idempotency_key] = self._fail(batch, p.item, reason, True)
-            outs = []
-        finally:
-            self.busy = False
-        device_ms = (clock.perf_counter() - started) * 1000.0
-        for p, out in zip(prepared, outs, strict=False):  # outs is empty after a failure
-            results[p.item.idempotency_key] = self._result(batch, p.item, out, device_ms)
-        self._report(batch, [results[it.idempotency_key] for it in batch.items])
-
-    def _resolve(self, inputs, moved) -> dict[str, Any]:
-        resolved = {}
-        for name, value in inputs.items():
-            if isinstance(value, InputRef):
-                key = (value.run_id, value.node_id, value.field)
-                if key in moved:
-                    value = transfer.unpack(moved[key])
-                else:
-                    held = self.outputs.get(key[:2])
-                    if held is None or value.field not in held:
-                        raise KeyError(f"{value.run_id}/{value.node_id}.{value.field}")
-                    value = held[value.field]
-            resolved[name] = value
-        return resolved
-
-    def _result(self, batch: Batch, item, out, device_ms: float) -> ItemResult:
-        base = self._fail(batch, item, out.error, False)
-        if out.error is not None:
-            return base
-        self.outputs[(item.step.run_id, item.step.node_id)] = out.value
-        while len(self.outputs) > self.config.max_held_outputs:
-            self.outputs.popitem(last=False)
-        return replace(
-            base,
-            ok=True,
-            input_tokens=out.input_tokens,
-            output_tokens=out.output_tokens,
-            device_ms=device_ms,
-            first_token_ms=out.first_token_ms,
-            prefix_hit_tokens=out.prefix_hit_tokens,
-            label=out.label,
-            item_count=out.item_count,
-        )
-
-    def _fail(self, batch: Batch, item, reason: str | None, retriable: bool) -> ItemResult:
-        return ItemResult(
-            step=item.step,
-            idempotency_key=item.idempotency_key,
-            replica_id=batch.replica_id,
-            device_id=self.device.device_id,
-            ok=False,
-            error=reason,
-            retriable=retriable,
-            batch_size=len(batch.items),
-        )
-
-    def _report(self, batch: Batch, results: list[ItemResult]) -> None:
-        self.send(("results", batch.batch_id, results))
-        self.maybe_heartbeat()
 
 
 def _cache_dir(config: WorkerConfig):

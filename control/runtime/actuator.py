@@ -11,7 +11,9 @@ must be fetched first) runs as a task that puts its outcome into the driver's in
 * ``LoadModel``/``EvictReplica``: executor load/unload; a load's outcome is ingested as
   ``ReplicaLoaded``/``ReplicaLoadFailed``.
 * ``Reject``/``RunFinished``: the caller's ``RunHandle`` is resolved (outputs fetched first).
-* ``Preempt``: its in-flight keys are dropped (the executor has no cancel; results are ignored).
+* ``Preempt``: its in-flight steps are cancelled on the executor (best effort: steps not yet
+  started come back ``cancelled``; running ones finish and their results are ignored by the
+  core).
 """
 
 from __future__ import annotations
@@ -118,10 +120,11 @@ class Actuator:
             params = mapping.gen_params(item, kind, self.stream_tokens)
             target = fetching if mapping.pending_fetches(inputs) else ready
             target.append(mapping.exec_item(item, inputs, params))
+        expected_ms = d.predicted_us / 1000.0 if d.predicted_us > 0 else None
         if ready:
-            self.ex.submit(Batch(d.batch_id, replica, tuple(ready)))
+            self.ex.submit(Batch(d.batch_id, replica, tuple(ready), expected_ms))
         if fetching:
-            self.spawn(self._fetch_then_submit(d.batch_id, replica, fetching))
+            self.spawn(self._fetch_then_submit(d.batch_id, replica, fetching, expected_ms))
 
     def _index_replica(self, d: Dispatch) -> tuple[str | None, str]:
         index = str(d.items[0].params.get("index", ""))
@@ -137,14 +140,16 @@ class Actuator:
                                     failed_item(item, error), clock.monotonic()):  # fmt: skip
             self.put(rec)
 
-    async def _fetch_then_submit(self, batch_id: str, replica: str, items: list) -> None:
+    async def _fetch_then_submit(
+        self, batch_id: str, replica: str, items: list, expected_ms: float | None
+    ) -> None:
         fetches = {f for it in items for f in mapping.pending_fetches(it.inputs)}
         fetched = {}
         for f in fetches:
             out = await asyncio.wrap_future(self.ex.fetch_output(f.run_id, f.exec_node))
             fetched[f] = out[f.field] if f.select is None else out[f.field][f.select]
         ready = [replace(it, inputs=mapping.substitute(it.inputs, fetched)) for it in items]
-        self.ex.submit(Batch(batch_id, replica, tuple(ready)))
+        self.ex.submit(Batch(batch_id, replica, tuple(ready), expected_ms))
 
     def _host_tool(self, d: Dispatch, now: float) -> None:
         pb = PendingBatch(d, {i.idempotency_key: i for i in d.items}, now, HOST, None)
@@ -231,8 +236,19 @@ class Actuator:
             )
 
     def _preempt(self, a: Preempt, now: float) -> None:
-        log.info("preempted %s (%d step(s) in flight dropped): %s", a.request_id,
+        """Cancel the run's steps in flight that have not started (best effort)."""
+        log.info("preempted %s (%d step(s) in flight cancelled): %s", a.request_id,
                  len(a.cancel_keys), a.reason)  # fmt: skip
+        wanted = set(a.cancel_keys)
+        keys = [
+            key
+            for pb in self.done.pending.values()
+            for key, item in pb.items.items()
+            if item.key in wanted and item.key not in pb.results
+        ]
+        cancel = getattr(self.ex, "cancel", None)  # an executor without cancel: results ignored
+        if keys and cancel is not None:
+            cancel(keys)
 
     def _finished(self, a: RunFinished, now: float) -> None:
         self.spawn(self._finish_run(a, now))

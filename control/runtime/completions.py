@@ -9,9 +9,9 @@ complete when all its items are back.
 Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
 never for a failed attempt and never for a replayed answer.
 
-A worker that dies reports its items failed-retriable and then ``WorkerDown``. The failures are
-held until the ``WorkerDown`` so the core marks the device down first and retries elsewhere,
-not on the dead replica.
+A worker that dies (cause ``worker_down``) or hangs (cause ``hang``) reports its items
+failed-retriable and then ``WorkerDown``. The failures are held until the ``WorkerDown`` so the
+core marks the device down first and retries elsewhere, not on the dead replica.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunSta
 from control.runtime.types import StreamDelta, UsageRecord
 
 log = logging.getLogger(__name__)
+
+#: Failure causes that come with a ``WorkerDown`` of the item's device.
+_LOST_WITH_WORKER = frozenset({"worker_down", "hang"})
 
 
 class Completions:
@@ -85,7 +88,7 @@ class Completions:
 
     def _item(self, ev: ItemCompleted, now: float) -> list[Record]:
         r = ev.result
-        if r.retriable and (r.error or "").startswith(f"worker {r.device_id} down"):
+        if r.retriable and r.cause in _LOST_WITH_WORKER:
             self._held.setdefault(r.device_id, []).append(r)
             return []
         return self._result(r, now)

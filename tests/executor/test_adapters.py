@@ -228,3 +228,55 @@ def test_minilm_similar_sentences_score_higher_and_search_finds_them():
     )[0]
     assert out.value["documents"][0] == docs[0]
     assert out.value["scores"][0] > out.value["scores"][1]
+
+
+@pytest.mark.parametrize("params", [dict(temperature=0.0), dict(temperature=1.0, seed=11)])
+def test_fused_prefill_mixing_cache_hits_and_misses_matches_cold_single_runs(model_cache, params):
+    shared = "System: you are a terse assistant that answers questions.\n"
+    # (prompt, max_tokens): a cache hit, two misses of different lengths, a second hit that
+    # stops early (its row leaves the decode batch while the others go on)
+    cases = [
+        (shared + "what is the capital of France?", 24),
+        ("the quick brown fox", 20),
+        ("Legato serves workflows of embedding, search and generation models " * 3, 24),
+        (shared + "name a colour", 3),
+    ]
+    warm = gen(model_cache)
+    warm.run([item("w", {"prompt": shared + "warm up"}, max_tokens=1)], RecordingCtx())
+    batched = warm.run(
+        [item(str(i), {"prompt": p}, max_tokens=m, **params) for i, (p, m) in enumerate(cases)],
+        RecordingCtx(),
+    )
+    cold = [
+        gen(model_cache).run([item(str(i), {"prompt": p}, max_tokens=m, **params)], RecordingCtx())[
+            0
+        ]
+        for i, (p, m) in enumerate(cases)
+    ]
+    assert [b.value["text"] for b in batched] == [c.value["text"] for c in cold]
+    assert [b.output_tokens for b in batched] == [c.output_tokens for c in cold]
+    hits = [b.prefix_hit_tokens for b in batched]
+    assert hits[0] > 0 and hits[3] > 0 and hits[1] == 0 and hits[2] == 0
+
+
+def test_fused_prefill_logits_match_single_prompt_logits(model_cache):
+    """White-box: the tiny random model's text is insensitive to small errors, so compare the
+    first-token logits of every row of a fused prefill (hits and misses mixed) with each
+    prompt's own cold prefill."""
+    from control.executor.adapters.generate import _Seq
+
+    shared = "System: you are a terse assistant that answers questions.\n"
+    prompts = [shared + "first?", "short", "a much longer prompt " * 6, shared + "second one?"]
+
+    def seqs(adapter, texts):
+        return [_Seq(adapter.tokenizer(t).input_ids, GenParams(), torch.Generator()) for t in texts]
+
+    warm = gen(model_cache)
+    warm._prefill(seqs(warm, [shared + "warm up"]))
+    fused = seqs(warm, prompts)
+    warm._prefill(fused)
+    assert fused[0].hit > 0 and fused[3].hit > 0 and fused[1].hit == 0
+    for prompt, row in zip(prompts, fused, strict=True):
+        alone = seqs(gen(model_cache), [prompt])
+        gen(model_cache)._prefill(alone)
+        assert torch.allclose(row.next_logits, alone[0].next_logits, atol=1e-4)

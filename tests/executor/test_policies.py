@@ -8,8 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from control.executor.adapters.prefix_cache import PrefixKvCache
+from control.executor.base import Batch, BatchItem, ExecutorError, ItemResult, StepKey
 from control.executor.breaker import BreakerConfig, CircuitBreaker
+from control.executor.inbox import Inbox
 from control.executor.lru import ReplicaTable
+from control.executor.supervisor import batch_deadline_s
 
 # (outcomes recorded at t=0, 1, 2..., then (ask at time, expected allowed, expected state))
 BREAKER_CASES = [
@@ -93,3 +96,56 @@ def test_prefix_cache_bound_and_longest_match(prompts, max_bytes):
         if hit is not None:
             assert hit[0][0].shape[2] == n
             assert any(tuple(probe[:n]) == tuple(k[:n]) for k in cache._entries)
+
+
+# (expected ms, multiple, floor s) -> deadline s
+DEADLINE_CASES = [
+    ((None, 5.0, 30.0), 30.0),  # nothing known: the floor
+    ((100.0, 5.0, 30.0), 30.0),  # a fast batch still gets the floor
+    ((20_000.0, 5.0, 30.0), 100.0),  # a long batch gets a multiple of its expected time
+    ((0.0, 5.0, 2.0), 2.0),
+]
+
+
+@pytest.mark.parametrize(("args", "deadline"), DEADLINE_CASES)
+def test_batch_deadline_is_a_multiple_of_expected_with_a_floor(args, deadline):
+    assert batch_deadline_s(*args) == pytest.approx(deadline)
+
+
+def _batch(batch_id: str, keys: list[str]) -> tuple:
+    items = tuple(BatchItem(StepKey("r", k), k, {}) for k in keys)
+    return ("batch", Batch(batch_id, "rep", items), {})
+
+
+@given(
+    st.lists(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=4, unique=True),
+             max_size=5),
+    st.sets(st.sampled_from("abcdefghz")),
+)  # fmt: skip
+def test_inbox_cancel_takes_exactly_the_named_queued_items(batches, cancel):
+    inbox = Inbox()
+    inbox.put(("load", "x"))
+    for i, keys in enumerate(batches):
+        inbox.put(_batch(f"b{i}", [f"{k}{i}" for k in keys]))
+    wanted = {f"{k}{i}" for i in range(len(batches)) for k in cancel}
+    taken = inbox.cancel(wanted)
+    taken_keys = [it.idempotency_key for c in taken for it in c.items]
+    queued = []
+    while (msg := inbox.get(0)) is not None:
+        queued.append(msg)
+    assert queued[0] == ("load", "x")  # other messages keep their place
+    left = [it.idempotency_key for m in queued[1:] for it in m[1].items]
+    everything = [f"{k}{i}" for i, keys in enumerate(batches) for k in keys]
+    assert sorted(taken_keys) == sorted(k for k in everything if k in wanted)
+    assert left == [k for k in everything if k not in wanted]  # order kept, nothing lost
+    assert all(m[1].items for m in queued[1:])  # an emptied batch is dropped
+    assert all(c.remaining == len(c.batch.items) - len(c.items) for c in taken)
+
+
+@pytest.mark.parametrize(
+    ("ok", "cause", "field"),
+    [(True, "hang", "must be None when ok"), (False, "exploded", "is not one of")],
+)
+def test_item_result_cause_is_checked(ok, cause, field):
+    with pytest.raises(ExecutorError, match=field):
+        ItemResult(StepKey("r", "n"), "k", "rep", "cpu:0", ok=ok, cause=cause)

@@ -1,5 +1,11 @@
 """A worker killed mid-batch: the step is retried on the other device under the same
-idempotency key, the run succeeds, usage is billed once, and the device comes back."""
+idempotency key, the run succeeds, usage is billed once, and the device comes back.
+
+Synchronisation is on facts, never on elapsed time: the kill waits until the executor has
+heard the worker START the slow step (its ``started`` message), so the step is certainly
+running when the process dies. (This test once flaked under load: it slept 0.2 s and assumed
+the step was running by then, and heartbeats came from the busy main thread, so a loaded core
+could also make a healthy worker look hung.)"""
 
 from __future__ import annotations
 
@@ -24,22 +30,32 @@ async def world(model_cache):
     await rt.stop()
 
 
-async def _in_flight_device(rt, timeout: float = 10.0) -> str:
-    replicas = {r.replica_id: r.device_ids[0] for r in rt.snapshot().replicas}
-    for _ in range(int(timeout / 0.02)):
-        batches = [b for b in rt.snapshot().batches if b.model_key == "slow:1"]
-        if batches:
-            return replicas[batches[0].replica_id]
-        await asyncio.sleep(0.02)
-    raise AssertionError("the slow step was never dispatched")
+async def _until(predicate, what: str, timeout: float = 20.0):
+    """Poll ``predicate()`` until it returns something truthy (a condition, not a delay)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        found = predicate()
+        if found:
+            return found
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _running_slow_step(rt) -> str | None:
+    """The device whose worker has started the slow step's batch, or None yet."""
+    batches = {b.batch_id for b in rt.snapshot().batches if b.model_key == "slow:1"}
+    for status in rt.executor.heartbeat():
+        if status.running_batch in batches:
+            return status.device_id
+    return None
 
 
 async def test_killed_worker_mid_batch_retries_elsewhere_once(world):
     rt, usage = world
     req = run_request("slow-one", text="survive")
     handle = rt.submit_run(req)
-    victim = await _in_flight_device(rt)
-    await asyncio.sleep(0.2)  # the worker is inside the 1.5 s step now
+    victim = await _until(lambda: _running_slow_step(rt), "the slow step to start")
     os.kill(rt.executor.worker_pid(victim), signal.SIGKILL)
     result = await asyncio.wait_for(handle.result(), 30)
     assert result.status == "succeeded", result
@@ -51,18 +67,17 @@ async def test_killed_worker_mid_batch_retries_elsewhere_once(world):
     assert rt.snapshot().counters.get("StepRetried", 0) == 1
 
 
+def _restored(rt) -> bool:
+    snap = rt.snapshot()
+    devices = {d.device_id: d for d in snap.devices}
+    return all(d.up for d in devices.values()) and all(
+        any(r.model_key == "slow:1" and r.device_ids == (dev,) for r in snap.replicas)
+        for dev in devices
+    )
+
+
 async def test_restarted_worker_gets_its_replicas_back(world):
     rt, _ = world
-    for _ in range(300):
-        snap = rt.snapshot()
-        devices = {d.device_id: d for d in snap.devices}
-        if all(d.up for d in devices.values()) and all(
-            any(r.model_key == "slow:1" and r.device_ids == (dev,) for r in snap.replicas)
-            for dev in devices
-        ):
-            break
-        await asyncio.sleep(0.1)
-    else:
-        raise AssertionError(f"replicas not restored: {rt.snapshot().replicas}")
+    await _until(lambda: _restored(rt), "the restarted worker's replicas", timeout=60)
     result = await asyncio.wait_for(rt.submit_run(run_request("rag", query="fox")).result(), 30)
     assert result.status == "succeeded", result

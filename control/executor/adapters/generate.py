@@ -1,13 +1,27 @@
-"""Generate adapter: a causal LM with batched decoding, streaming, stop strings and prefix reuse.
+"""Generate adapter: a causal LM with batched prefill and decode, streaming, stop strings and
+prefix reuse.
 
-``run`` proceeds in two phases:
+``run`` makes ONE forward pass for the prompts of the whole batch, then one forward per decode
+step for the whole batch:
 
-1. Prefill, one item at a time: the prompt's longest cached prefix (see
-   :mod:`prefix_cache`) is reused and only the remaining tokens go through the model; the whole
-   prompt's KV is stored back. Each item's first token is sampled here (first-token time).
-2. Decode, all items together: the per-item KV caches are left-padded to one length, an attention
-   mask hides the padding and explicit position ids keep each item's own positions, so an item
-   decodes exactly as it would alone. One forward per step for the whole batch.
+1. Prefill, fused. Each prompt's longest cached prefix (see :mod:`prefix_cache`) is reused and
+   only its remaining tokens (the suffix) are computed. The batch's cache is laid out per row as
+   ``[left padding | cached prefix | suffix | right padding]``: cached prefixes are left-padded
+   to the longest hit, suffixes right-padded to the longest suffix. An attention mask hides the
+   padding and explicit position ids keep each row's own positions, so a row computes exactly
+   what it would alone. Right-padding the suffixes means no query row is ever fully masked (a
+   padded query still sees its row's real tokens), which keeps every attention backend finite.
+   Logits are kept only at each row's last real position (``logits_to_keep``), not for every
+   prompt token: the LM head is a fifth of a small model's weights.
+2. Decode, together. The same cache continues (its padding stays masked); rows that finished
+   are dropped from the batch so they stop costing compute.
+
+Why fused and not one prefill per prompt: on a CPU (and for small batches on a GPU) a forward's
+cost is dominated by reading the weights, so N single-prompt prefills cost about N decode
+steps even when the cache hit leaves one token to compute, while one batched forward reads the
+weights once. Prefix reuse therefore pays whenever it shortens the batch's longest suffix or
+its compute; a hit shorter than ``min_hit_tokens`` is not used (copying it costs more than
+computing it).
 
 Sampling per item uses its own ``torch.Generator`` seeded with ``params.seed`` (temperature 0 is
 greedy; top-p keeps the smallest set of tokens whose probability reaches ``top_p``). An item ends
@@ -16,8 +30,10 @@ Streamed deltas hold back the last ``len(longest stop) - 1`` characters so a sto
 streamed.
 
 Inputs: ``prompt`` (str), optional ``system`` (str, placed first so it forms a shared prefix) and
-``documents`` (list of str, placed between). With ``chat: true`` in the model options and a
-tokenizer chat template, the prompt is wrapped as a chat turn.
+``documents`` (list of str, placed between). When the tokenizer has a chat template the prompt
+is wrapped as a user turn of it (instruct models such as SmolLM2-Instruct answer plain text with
+an immediate end-of-sequence or with loops); ``chat: false`` in the model options turns that off,
+``chat: true`` insists (and is ignored by a tokenizer without a template).
 """
 
 from __future__ import annotations
@@ -37,7 +53,7 @@ from control.executor.adapters.base import (
     module_mib,
     require,
 )
-from control.executor.adapters.prefix_cache import PrefixKvCache
+from control.executor.adapters.prefix_cache import KV, PrefixKvCache
 from control.executor.base import GenParams
 
 
@@ -49,12 +65,12 @@ class _Seq:
     params: GenParams
     generator: torch.Generator
     hit: int = 0
+    cached: KV | None = None
     generated: list[int] = field(default_factory=list)
     text: str = ""
     streamed: int = 0
     done: bool = False
     first_token_ms: float | None = None
-    kv: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     next_logits: torch.Tensor | None = None
 
 
@@ -63,14 +79,16 @@ class GenerateAdapter:
 
     def __init__(self, folder: Path, device: torch.device, options: dict) -> None:
         self.device = device
-        self.chat = bool(options.get("chat", False))
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.chat = bool(options.get("chat", True)) and bool(self.tokenizer.chat_template)
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.model = self.model.to(device).eval()
         self.eos = self.model.config.eos_token_id
         self.pad_id = self.eos if isinstance(self.eos, int) else 0
         cache_mib = int(options.get("prefix_cache_mib", 64))
-        self.prefix_cache = PrefixKvCache(cache_mib * 1024 * 1024)
+        self.prefix_cache = PrefixKvCache(
+            cache_mib * 1024 * 1024, int(options.get("min_hit_tokens", 2))
+        )
 
     def memory_mib(self) -> int:
         return module_mib(self.model) + -(-self.prefix_cache.used_bytes // (1024 * 1024))
@@ -86,7 +104,7 @@ class GenerateAdapter:
             parts.append("Context:\n" + "\n".join(f"- {d}" for d in docs))
         parts.append(prompt)
         text = "\n\n".join(parts)
-        if self.chat and self.tokenizer.chat_template:
+        if self.chat:
             return self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
             )
@@ -104,42 +122,73 @@ class GenerateAdapter:
                 seqs.append(None)
                 continue
             gen = torch.Generator().manual_seed(p.item.params.seed)
-            seq = _Seq(prompt_ids=list(ids), params=p.item.params, generator=gen)
-            self._prefill(seq)
-            self._accept(seq, self._sample(seq), p, ctx)
-            seqs.append(seq)
-            ctx.tick()
+            seqs.append(_Seq(prompt_ids=list(ids), params=p.item.params, generator=gen))
         live = [(s, p) for s, p in zip(seqs, items, strict=True) if s is not None]
         if live:
-            self._decode(live, ctx)
-        outputs = []
-        for i, s in enumerate(seqs):
-            if s is None:
-                outputs.append(ItemOutput(error=errors[i]))
-                continue
-            outputs.append(
-                ItemOutput(
-                    {"text": s.text},
-                    input_tokens=len(s.prompt_ids),
-                    output_tokens=len(s.generated),
-                    first_token_ms=s.first_token_ms,
-                    prefix_hit_tokens=s.hit,
-                    item_count=1,
-                )
-            )
-        return outputs
+            cache, mask = self._prefill([s for s, _ in live])
+            for seq, prepared in live:
+                self._accept(seq, self._sample(seq), prepared, ctx)
+            ctx.tick()
+            self._decode(live, cache, mask, ctx)
+        return [self._output(s, errors.get(i)) for i, s in enumerate(seqs)]
 
-    def _prefill(self, seq: _Seq) -> None:
-        ids = seq.prompt_ids
-        hit, cached = self.prefix_cache.lookup(ids)
-        past = DynamicCache(ddp_cache_data=cached) if cached else DynamicCache()
-        new = torch.tensor([ids[hit:]], device=self.device)
-        positions = torch.arange(hit, len(ids), device=self.device).unsqueeze(0)
-        out = self.model(input_ids=new, cache=past, position_ids=positions, use_cache=True)
-        seq.hit = hit
-        seq.kv = [(layer.keys, layer.values) for layer in out.cache.layers]
-        self.prefix_cache.store(ids, seq.kv)
-        seq.next_logits = out.logits[0, -1].float()
+    @staticmethod
+    def _output(s: _Seq | None, error: str | None) -> ItemOutput:
+        if s is None:
+            return ItemOutput(error=error)
+        return ItemOutput(
+            {"text": s.text},
+            input_tokens=len(s.prompt_ids),
+            output_tokens=len(s.generated),
+            first_token_ms=s.first_token_ms,
+            prefix_hit_tokens=s.hit,
+            item_count=1,
+        )
+
+    # ---- prefill ------------------------------------------------------------------------------
+
+    def _prefill(self, seqs: list[_Seq]) -> tuple[DynamicCache, torch.Tensor]:
+        """One forward over every row's uncached suffix; sets each row's first-token logits and
+        stores each whole prompt's KV in the prefix cache. Returns the batch cache and mask."""
+        for s in seqs:
+            s.hit, s.cached = self.prefix_cache.lookup(s.prompt_ids)
+        width = max(s.hit for s in seqs)  # past columns (cached prefixes, left-padded)
+        suffix = [len(s.prompt_ids) - s.hit for s in seqs]
+        span = max(suffix)  # new columns (suffixes, right-padded)
+        ids = torch.full((len(seqs), span), self.pad_id, dtype=torch.long)
+        pos = torch.zeros((len(seqs), span), dtype=torch.long)
+        mask = torch.zeros((len(seqs), width + span), dtype=torch.long)
+        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
+            ids[row, :n] = torch.tensor(s.prompt_ids[s.hit :])
+            pos[row, :n] = torch.arange(s.hit, s.hit + n)
+            pos[row, n:] = s.hit + n - 1  # padding: any valid position, masked anyway
+            mask[row, width - s.hit : width + n] = 1
+        past = DynamicCache(ddp_cache_data=_left_pad(seqs, width)) if width else DynamicCache()
+        last = sorted(set(n - 1 for n in suffix))
+        out = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=pos.to(self.device),
+            cache=past,
+            use_cache=True,
+            logits_to_keep=torch.tensor(last, device=self.device),
+        )
+        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
+            s.next_logits = out.logits[row, last.index(n - 1)].float()
+            s.cached = None
+        if self.prefix_cache.max_bytes:
+            self._store_prompts(seqs, out.cache, width, suffix)
+        return out.cache, mask.to(self.device)
+
+    def _store_prompts(self, seqs, cache, width: int, suffix: list[int]) -> None:  # noqa: ANN001
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
+            lo, hi = width - s.hit, width + n
+            kv = [(k[row : row + 1, :, lo:hi].clone(), v[row : row + 1, :, lo:hi].clone())
+                  for k, v in layers]  # fmt: skip
+            self.prefix_cache.store(s.prompt_ids, kv)
+
+    # ---- sampling and stopping ----------------------------------------------------------------
 
     def _sample(self, seq: _Seq) -> int:
         logits, params = seq.next_logits, seq.params
@@ -179,20 +228,23 @@ class GenerateAdapter:
             ctx.emit_delta(prepared.item, seq.streamed, seq.text[seq.streamed : safe])
             seq.streamed = safe
 
-    def _decode(self, live: list[tuple[_Seq, PreparedItem]], ctx: RunContext) -> None:
-        seqs = [s for s, _ in live]
-        lengths = [len(s.prompt_ids) for s in seqs]
-        width = max(lengths)
-        cache = DynamicCache(ddp_cache_data=_left_pad([s.kv for s in seqs], lengths, width))
-        mask = torch.zeros(len(seqs), width, dtype=torch.long, device=self.device)
-        for row, n in enumerate(lengths):
-            mask[row, width - n :] = 1
-        positions = torch.tensor(lengths, device=self.device)
-        last = [s.generated[-1] if s.generated else self.pad_id for s in seqs]
-        while not all(s.done for s in seqs):
-            mask = torch.cat(
-                [mask, torch.ones(len(seqs), 1, dtype=mask.dtype, device=self.device)], 1
-            )
+    # ---- decode -------------------------------------------------------------------------------
+
+    def _decode(self, live, cache: DynamicCache, mask: torch.Tensor, ctx: RunContext) -> None:  # noqa: ANN001
+        """One forward per step for the unfinished rows, until every row is done."""
+        rows = list(range(len(live)))  # batch row -> index into live
+        positions = torch.tensor([len(s.prompt_ids) for s, _ in live], device=self.device)
+        while True:
+            keep = [r for r, i in enumerate(rows) if not live[i][0].done]
+            if not keep:
+                return
+            if len(keep) < len(rows):  # finished rows leave the batch
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                mask, positions = mask[index], positions[index]
+                rows = [rows[r] for r in keep]
+            last = [live[i][0].generated[-1] for i in rows]
+            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], 1)
             out = self.model(
                 input_ids=torch.tensor(last, device=self.device).unsqueeze(1),
                 attention_mask=mask,
@@ -201,26 +253,27 @@ class GenerateAdapter:
                 use_cache=True,
             )
             cache, positions = out.cache, positions + 1
-            for row, (seq, prepared) in enumerate(live):
-                if seq.done:
-                    continue
-                seq.next_logits = out.logits[row, -1].float()
-                token = self._sample(seq)
-                self._accept(seq, token, prepared, ctx)
-                last[row] = token
+            for r, i in enumerate(rows):
+                seq, prepared = live[i]
+                seq.next_logits = out.logits[r, -1].float()
+                self._accept(seq, self._sample(seq), prepared, ctx)
             ctx.tick()
 
 
-def _left_pad(kvs, lengths: list[int], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Stack per-item (1, heads, n_i, dim) caches into (batch, heads, width, dim), padding left."""
+def _left_pad(seqs: list[_Seq], width: int) -> KV:
+    """Stack the rows' cached prefixes (1, heads, hit, dim) into (batch, heads, width, dim),
+    padding on the left; a row without a hit is all padding."""
+    template = next(s.cached for s in seqs if s.cached)
     layers = []
-    for layer in range(len(kvs[0])):
+    for layer, (k0, v0) in enumerate(template):
         keys, values = [], []
-        for kv, n in zip(kvs, lengths, strict=True):
-            k, v = kv[layer]
-            pad = width - n
-            keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-            values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+        for s in seqs:
+            if s.cached:
+                k, v = s.cached[layer]
+            else:
+                k, v = k0[:, :, :0], v0[:, :, :0]
+            keys.append(torch.nn.functional.pad(k, (0, 0, width - s.hit, 0)))
+            values.append(torch.nn.functional.pad(v, (0, 0, width - s.hit, 0)))
         layers.append((torch.cat(keys, 0), torch.cat(values, 0)))
     return layers
 

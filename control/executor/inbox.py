@@ -1,0 +1,66 @@
+"""The worker's inbox: messages from the executor, queued in order, with cancel of queued items.
+
+A receiver thread of the worker reads the pipe as soon as anything arrives and puts every
+message here; the worker's main thread takes them one at a time. Because batches wait HERE
+rather than in the pipe, a ``cancel`` message (handled by the receiver thread at once) can take
+items out of batches that have not started. Thread-safe; no I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from control.executor.base import Batch, BatchItem
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """Items taken out of one queued batch; ``remaining`` items of it will still run."""
+
+    batch: Batch  # the batch as it was queued
+    items: tuple[BatchItem, ...]
+    remaining: int
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[tuple] = deque()
+
+    def put(self, msg: tuple) -> None:
+        with self._cond:
+            self._queue.append(msg)
+            self._cond.notify()
+
+    def get(self, timeout: float) -> tuple | None:
+        """The oldest message, waiting up to ``timeout`` seconds; None when none came."""
+        with self._cond:
+            if not self._queue:
+                self._cond.wait(timeout)
+            return self._queue.popleft() if self._queue else None
+
+    def cancel(self, keys: Iterable[str]) -> list[Cancelled]:
+        """Take the items with these idempotency keys out of queued ``batch`` messages.
+
+        A batch left empty is dropped. Items of a batch already taken by the main thread are
+        not here and are not touched (best effort). Returns what was taken, per batch.
+        """
+        wanted = set(keys)
+        taken: list[Cancelled] = []
+        with self._cond:
+            kept: deque[tuple] = deque()
+            for msg in self._queue:
+                if msg[0] != "batch" or not wanted & {i.idempotency_key for i in msg[1].items}:
+                    kept.append(msg)
+                    continue
+                batch: Batch = msg[1]
+                out = tuple(i for i in batch.items if i.idempotency_key in wanted)
+                stay = tuple(i for i in batch.items if i.idempotency_key not in wanted)
+                taken.append(Cancelled(batch, out, len(stay)))
+                if stay:
+                    kept.append((msg[0], replace(batch, items=stay), *msg[2:]))
+            self._queue = kept
+        return taken

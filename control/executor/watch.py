@@ -1,0 +1,135 @@
+"""The watching half of :class:`~control.executor.local.LocalExecutor`: the pump thread that
+reads every worker pipe, and what happens when a worker dies or hangs.
+
+The pump thread waits on all worker pipes at once (``multiprocessing.connection.wait``) with a
+tick of a fifth of the heartbeat interval; every message is handled under the executor's lock;
+after each wake-up it checks every worker's health (see
+:meth:`~control.executor.supervisor.WorkerHandle.health`). A worker found dead or hung is
+killed, everything it held is reported lost (its batches' items failed-retriable with cause
+``worker_down``, or ``hang`` for the batch that hung), ``WorkerDown`` is emitted, and a fresh
+worker is started. Kept apart from ``pump.py`` only to keep modules small.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing.connection
+
+from control.executor.base import LoadReport, WorkerDown
+from control.runtime import clock
+
+log = logging.getLogger(__name__)
+
+
+class WatchMixin:
+    # ---- the pump thread ----------------------------------------------------------------------
+
+    def _pump_loop(self) -> None:
+        tick = self.config.heartbeat_s / 5
+        while not self._stopping.is_set():
+            with self._lock:
+                conns = {h.conn: h for h in self._workers.values() if h.conn is not None}
+            ready = multiprocessing.connection.wait(list(conns), timeout=tick) if conns else []
+            if not conns:
+                self._stopping.wait(tick)
+            for conn in ready:
+                handle = conns[conn]
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    with self._lock:
+                        if handle.conn is conn:
+                            self._worker_down(handle, f"pipe closed ({_exit(handle)})")
+                    continue
+                with self._lock:
+                    if handle.conn is conn:
+                        self._dispatch(handle, msg)
+            with self._lock:
+                self._check_health()
+
+    def _dispatch(self, handle, msg: tuple) -> None:
+        handlers = {
+            "hb": self._on_heartbeat,
+            "loaded": self._on_loaded,
+            "load_failed": self._on_load_failed,
+            "unloaded": self._on_unloaded,
+            "results": self._on_results,
+            "delta": self._on_delta,
+            "exported": self._on_exported,
+            "fetched": self._on_fetched,
+            "started": self._on_started,
+            "cancelled": self._on_cancelled,
+        }
+        try:
+            handlers[msg[0]](handle, *msg[1:])
+        except Exception:  # a bad message must not kill the pump: log it and go on
+            log.exception("executor could not handle %r from %s", msg[0], handle.device.device_id)
+
+    def _check_health(self) -> None:
+        now = clock.monotonic()
+        for handle in self._workers.values():
+            verdict = handle.health(now, self.config.startup_grace_s)
+            if verdict is not None:
+                self._worker_down(handle, verdict[1], verdict[0])
+
+    def _worker_down(self, handle, reason: str, cause: str = "worker_down") -> None:
+        """Kill, report everything it held as lost (items failed-retriable), restart."""
+        if self._stopping.is_set():
+            return
+        device_id = handle.device.device_id
+        log.warning("worker %s down: %s", device_id, reason)
+        running = handle.running[0] if handle.running else None
+        handle.kill()
+        failed: list[str] = []
+        for batch in list(handle.inflight.values()):
+            # only the batch it was running hung; the ones queued behind it were just lost
+            why = cause if batch.batch_id == running else "worker_down"
+            results = self._failures(batch, device_id, f"worker {device_id} down: {reason}", why)
+            failed.extend(r.idempotency_key for r in results)
+            self._finish(batch, results)
+        handle.inflight.clear()
+        for batch_id, parked in list(self._parked.items()):
+            if parked.device_id == device_id:
+                del self._parked[batch_id]
+                results = self._failures(parked.batch, device_id, f"worker {device_id} down")
+                failed.extend(r.idempotency_key for r in results)
+                self._finish(parked.batch, results)
+        lost = self._forget_device(device_id, reason)
+        self._emit(WorkerDown(device_id, reason, lost, tuple(failed)))
+        handle.start(clock.monotonic())
+
+    def _forget_device(self, device_id: str, reason: str) -> tuple[str, ...]:
+        lost = tuple(sorted(r for r, (d, _) in self._replicas.items() if d == device_id))
+        for replica_id in lost:
+            del self._replicas[replica_id]
+            self._table.remove(replica_id)
+        for load_id, pending in list(self._loads.items()):
+            if pending.device_id == device_id:
+                del self._loads[load_id]
+                self._table.remove(pending.replica_id)
+                pending.future.set_result(
+                    LoadReport(pending.replica_id, device_id, False, f"worker down: {reason}")
+                )
+        for replica_id, (holder, future) in list(self._unloads.items()):
+            if holder == device_id:
+                del self._unloads[replica_id]
+                future.set_result(0)
+        for key in [k for k, d in self._output_at.items() if d == device_id]:
+            del self._output_at[key]
+        for request_id, (holder, target) in list(self._requests.items()):
+            if holder == device_id:
+                if isinstance(target, concurrent.futures.Future):
+                    del self._requests[request_id]
+                    target.set_exception(KeyError(f"worker {device_id} down"))
+                else:
+                    self._on_exported(None, request_id, None, "holder down")
+        return lost
+
+
+def _exit(handle) -> str:
+    proc = handle.process
+    if proc is None:
+        return "no process"
+    proc.join(timeout=0.5)
+    return f"exit code {proc.exitcode}"
