@@ -15,6 +15,7 @@ Nothing here reaches a hub: ``HF_HUB_OFFLINE=1`` is set before transformers is i
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -65,6 +66,17 @@ def ensure_smollm2(cache_dir: Path) -> Path:
     target = Path(cache_dir) / "smollm2-135m-instruct"
     if (target / "config.json").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Workers on several devices may ask at once on a first start: one converts (about half a
+    # minute of CPU), the others wait on the lock and then find the copy.
+    with open(target.parent / (target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").exists():
+            return target
+        return _convert_smollm2(target)
+
+
+def _convert_smollm2(target: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

@@ -14,6 +14,11 @@ must be fetched first) runs as a task that puts its outcome into the driver's in
 * ``Preempt``: its in-flight steps are cancelled on the executor (best effort: steps not yet
   started come back ``cancelled``; running ones finish and their results are ignored by the
   core).
+* Rollouts: a rollout's loads and evictions are plain ``LoadModel``/``EvictReplica``.
+  ``ReplicaRoutable`` and ``DrainReplica`` need nothing on the executor (the core stops routing
+  to a draining replica and moves its queue; work in flight finishes; ``EvictReplica`` follows),
+  so they are only logged. ``RolloutTransition`` is handed to ``on_rollout`` (when set) so the
+  service layer can audit it and update the plan's status.
 """
 
 from __future__ import annotations
@@ -24,7 +29,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from control.core.actions import Dispatch, EvictReplica, LoadModel, Preempt, Reject, RunFinished
+from control.core.actions import (
+    Dispatch,
+    DrainReplica,
+    EvictReplica,
+    LoadModel,
+    Preempt,
+    Reject,
+    ReplicaRoutable,
+    RolloutTransition,
+    RunFinished,
+)
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.core.types import StepResult
 from control.executor.base import Batch, Executor, ExecutorError, ModelRef
@@ -64,6 +79,8 @@ class Actuator:
         self.payloads: dict[str, Mapping[str, Any]] = {}
         self.host_outputs: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.tasks: set[asyncio.Task] = set()
+        #: Called with every ``RolloutTransition`` on the loop thread; must not block.
+        self.on_rollout: Callable[[RolloutTransition], None] | None = None
         self.stores = mapping.Stores(
             self.payloads, self.host_outputs, completions.exec_held, self._kind_of
         )
@@ -74,6 +91,9 @@ class Actuator:
             Reject: self._reject,
             RunFinished: self._finished,
             Preempt: self._preempt,
+            ReplicaRoutable: self._routable,
+            DrainReplica: self._drain,
+            RolloutTransition: self._rollout,
         }
 
     def _kind_of(self, run_id: str, node_id: str) -> str:
@@ -224,6 +244,20 @@ class Actuator:
             self.ex.unload(a.replica_id)
         except ExecutorError as err:
             log.info("evict %s: %s", a.replica_id, err)
+
+    # ---- rollouts
+    def _routable(self, a: ReplicaRoutable, now: float) -> None:
+        log.info("replica %s of %s is routable: %s", a.replica_id, a.model_key, a.reason)
+
+    def _drain(self, a: DrainReplica, now: float) -> None:
+        # Nothing to do on the executor: in-flight batches finish, the core evicts it after.
+        log.info("draining %s of %s on %s: %s", a.replica_id, a.model_key,
+                 ",".join(a.device_ids), a.reason)  # fmt: skip
+
+    def _rollout(self, a: RolloutTransition, now: float) -> None:
+        log.info("rollout %s: %s -> %s (%s)", a.plan_id, a.from_state or "-", a.to_state, a.reason)
+        if self.on_rollout is not None:
+            self.on_rollout(a)
 
     # ---- runs
     def _reject(self, a: Reject, now: float) -> None:

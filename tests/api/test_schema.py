@@ -18,7 +18,8 @@ from schemathesis import checks
 from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
-    r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot)$"
+    r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot"
+    r"|admin/placement-plans/(rollback|\{item_id\}/rollout))$"
 )
 CHECKS = [
     checks.not_a_server_error,

