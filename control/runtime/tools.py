@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from control.executor.router_rules import parse_router_rules, route_label
+
 
 class ToolInputError(ValueError):
     """A tool step's input is missing or has the wrong type (the step fails, not the loop)."""
@@ -41,19 +43,6 @@ def _need(inputs: Mapping[str, Any], name: str) -> Any:
     return inputs[name]
 
 
-def _rules(params: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
-    """Router rules as (label, keywords): accepts ``{"label", "keywords"}`` mappings (the
-    workflow spec form) and ``[label, [keywords]]`` pairs."""
-    out = []
-    for rule in params.get("rules") or ():
-        if isinstance(rule, Mapping):
-            label, words = rule.get("label"), rule.get("keywords", ())
-        else:
-            label, words = rule[0], rule[1]
-        out.append((str(label), [str(w).lower() for w in words]))
-    return out
-
-
 class RouterTool:
     """First rule with a keyword in the (lower-cased) value wins, else ``params["default"]``.
     Passes ``value`` through so the chosen branch reads it."""
@@ -63,12 +52,8 @@ class RouterTool:
     def run(self, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> ToolOutput:
         value = _need(inputs, "value")
         text = value if isinstance(value, str) else str(value)
-        lowered = text.lower()
-        label = str(params.get("default", "default"))
-        for rule_label, words in _rules(params):
-            if any(w in lowered for w in words):
-                label = rule_label
-                break
+        rules = parse_router_rules(params.get("rules") or ())
+        label = route_label(text, rules, str(params.get("default", "default")))
         return ToolOutput({"label": label, "value": value}, label=label, item_count=1)
 
 

@@ -26,6 +26,7 @@ from control.executor.adapters.base import (
     require,
 )
 from control.executor.adapters.encoders import EmbedAdapter
+from control.executor.router_rules import parse_router_rules, route_label
 from control.runtime import clock
 
 
@@ -86,19 +87,14 @@ class RouterAdapter:
     task = "router"
 
     def __init__(self, options: dict[str, Any]) -> None:
-        rules = options.get("rules", [])
-        self.rules = [(str(label), [str(w).lower() for w in words]) for label, words in rules]
+        self.rules = parse_router_rules(options.get("rules", []))
         self.default = str(options.get("default", "default"))
 
     def memory_mib(self) -> int:
         return 0
 
     def route(self, text: str) -> str:
-        lowered = text.lower()
-        for label, words in self.rules:
-            if any(w in lowered for w in words):
-                return label
-        return self.default
+        return route_label(text, self.rules, self.default)
 
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
         outputs = []
