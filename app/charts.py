@@ -148,9 +148,15 @@ def memory_heatmap(history: Sequence[Mapping[str, Any]]) -> go.Figure:
         return _empty("Memory over time", "no live samples yet (is the runtime running?)")
     devices = sorted({d for h in history for d in h["devices"]})
     z = [[h["devices"].get(d) for h in history] for d in devices]
-    fig = go.Figure(go.Heatmap(z=z, x=[h["t"] for h in history], y=devices, zmin=0, zmax=1,
-                               colorscale="YlOrRd", colorbar={"title": "used"}))  # fmt: skip
-    fig.update_layout(title="Memory in use over time", xaxis_title="seconds", height=300)
+    few = len(history) <= 12  # with few samples, print the share in each cell
+    latest = history[-1]["t"]  # the core's clock has an arbitrary origin: show "seconds ago"
+    fig = go.Figure(go.Heatmap(z=z, x=[round(h["t"] - latest, 1) for h in history], y=devices,
+                               zmin=0, zmax=1,
+                               colorscale="YlOrRd", colorbar={"title": "used", "tickformat": ".0%"},
+                               texttemplate="%{z:.1%}" if few else None,
+                               hovertemplate="%{y} at %{x} s: %{z:.1%} used<extra></extra>"))  # fmt: skip
+    fig.update_layout(title="Memory in use over time", xaxis_title="seconds (0 = latest sample)",
+                      height=300)  # fmt: skip
     return fig
 
 
@@ -172,10 +178,12 @@ def queue_depth_lines(history: Sequence[Mapping[str, Any]]) -> go.Figure:
     if not history:
         return _empty("Queue depth", "no samples yet")
     tenants = sorted({t for h in history for t in h["queued"]})
-    fig = go.Figure([go.Scatter(x=[h["t"] for h in history],
+    latest = history[-1]["t"]  # the core's clock has an arbitrary origin: show "seconds ago"
+    fig = go.Figure([go.Scatter(x=[round(h["t"] - latest, 1) for h in history],
                                 y=[h["queued"].get(t, 0) for h in history],
                                 mode="lines", name=t) for t in tenants])  # fmt: skip
-    fig.update_layout(title="Queued steps per tenant", xaxis_title="seconds", height=320)
+    fig.update_layout(title="Queued steps per tenant", xaxis_title="seconds (0 = latest sample)",
+                      yaxis_rangemode="tozero", height=320)  # fmt: skip
     return fig
 
 
@@ -220,17 +228,24 @@ def workflow_bars(stats: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def whatif_bars(deltas: Sequence[Mapping[str, Any]], variant: str) -> go.Figure:
-    """Baseline and variant side by side per metric, the variant with its 95% interval."""
-    if not deltas:
-        return _empty("What-if", "no results yet")
-    metrics = [d["metric"] for d in deltas]
-    fig = go.Figure([
-        go.Bar(name="baseline", x=metrics, y=[d["baseline"] for d in deltas], marker_color=MUTED),
-        go.Bar(name=variant, x=metrics, y=[d["variant"] for d in deltas],
-               error_y={"type": "data", "array": [d.get("ci95", 0) for d in deltas]},
-               marker_color=["#2a9d8f" if d.get("better") else BAD if d.get("better") is False
-                             else "#457b9d" for d in deltas]),
-    ])  # fmt: skip
-    fig.update_layout(title=f"Baseline vs {variant}", barmode="group", height=360)
+def whatif_bars(
+    deltas: Sequence[Mapping[str, Any]], variant: str, labels: Mapping[str, str] | None = None
+) -> go.Figure:
+    """The variant's change against the baseline per figure, in percent of the baseline (so
+    seconds, ratios and counts share one axis), with the 95% interval of the paired delta;
+    green better, red worse, blue not distinguishable. Figures with a zero baseline are left
+    out (no relative change exists)."""
+    shown = [d for d in deltas if d.get("baseline")]
+    if not shown:
+        return _empty(f"Baseline vs {variant}", "no results yet")
+    labels = labels or {}
+    fig = go.Figure(go.Bar(
+        x=[labels.get(d["metric"], d["metric"]) for d in shown],
+        y=[100 * d["delta"] / abs(d["baseline"]) for d in shown],
+        error_y={"type": "data", "array": [100 * d.get("ci95", 0) / abs(d["baseline"]) for d in shown]},
+        marker_color=[OK if d.get("better") else BAD if d.get("better") is False else "#457b9d"
+                      for d in shown],
+    ))  # fmt: skip
+    fig.update_layout(title=f"{variant}: change vs baseline (%)", height=340,
+                      yaxis_title="% of baseline", margin={"t": 50, "b": 10})  # fmt: skip
     return fig

@@ -97,9 +97,14 @@ def mutate(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     ApiError (and changes nothing here) when the API refuses it."""
     result = client().request(method, path, json=body) if body is not None else \
         client().request(method, path)  # fmt: skip
+    forget()
+    return result
+
+
+def forget() -> None:
+    """Drop every cached answer (after a change, or when a background job has ended)."""
     _items.clear()
     _one.clear()
-    return result
 
 
 def by_id(path: str, key: str = "name") -> dict[int, str]:
@@ -107,7 +112,7 @@ def by_id(path: str, key: str = "name") -> dict[int, str]:
     return {row["id"]: row[key] for row in items(path)}
 
 
-__all__ = ["ApiError", "Conn", "by_id", "client", "conn", "items", "live_snapshot", "mutate",
+__all__ = ["ApiError", "Conn", "by_id", "client", "conn", "forget", "items", "live_snapshot", "mutate",
            "one", "settings", "sign_in", "table"]  # fmt: skip
 
 

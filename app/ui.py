@@ -22,13 +22,22 @@ def attempt(form: str, method: str, path: str, body: dict | None = None, ok: str
     try:
         result = data.mutate(method, path, body)
     except ApiError as err:
+        remember(form, err)
+        return None
+    remember(form, None, ok)
+    return result
+
+
+def remember(form: str, err: ApiError | None, ok: str = "") -> None:
+    """Keep the outcome of an attempt for ``form``: the API's refusal, or the confirmation
+    ``ok`` (an empty one keeps the earlier confirmation)."""
+    if err is not None:
         st.session_state[_err_key(form)] = err
         st.session_state.pop(f"ok:{form}", None)
-        return None
+        return
     st.session_state.pop(_err_key(form), None)
     if ok:
         st.session_state[f"ok:{form}"] = ok
-    return result
 
 
 def error_of(form: str) -> ApiError | None:

@@ -2,7 +2,8 @@
 
 SQLite is the embedded default: WAL journal (readers do not block the writer), foreign keys on,
 a busy timeout, and transactions that SQLAlchemy (not the sqlite3 module) begins, so that
-SAVEPOINTs work. PostgreSQL is reached through psycopg 3.
+SAVEPOINTs work; each begins IMMEDIATE, so concurrent writers queue for the lock instead of
+failing. PostgreSQL is reached through psycopg 3.
 """
 
 from __future__ import annotations
@@ -50,7 +51,11 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _on_sqlite_begin(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN")
+    # IMMEDIATE takes the write lock up front, waiting out the busy timeout. A deferred BEGIN
+    # would let a read-check-write unit of work fail at once with "database is locked" when
+    # another connection committed after its first read (WAL cannot upgrade a stale snapshot),
+    # and the busy timeout does not apply to that case.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

@@ -3,8 +3,9 @@
 Loop contract (ARCHITECTURE.md section 1): at every instant where something happens (an arrival,
 a batch completion, a finished load, a fleet event, a wake-up the core asked for) the driver
 records all inputs due then, calls ``core.step(now)`` once, carries out the actions and re-arms
-the wake-up. Inputs are SimPy events of priority ``RECORD``; the instant's step is one event of
-priority ``STEP`` scheduled by the first input, so it runs after every input of that instant.
+the wake-up. Inputs are SimPy events of priority ``RECORD``; the driver's loop runs the instant's
+step right after the last input of that instant (before observers and later instants), the order
+an event of priority ``STEP`` would have, without scheduling one per instant.
 Actions that complete later (dispatches, loads) schedule their completion as a new input.
 
 The driver decides nothing: which batch runs where, what loads, who is refused all come from the
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from heapq import heappop
 from typing import Protocol
 
 from control.core.actions import Action, Dispatch, LoadModel, Reject, RunFinished
 from control.core.engine import ControlCore
 from control.core.events import DeviceDown, DeviceUp, ReplicaLoaded
 from control.core.types import DeviceSpec, Request
-from sim.env import OBSERVE, STEP, TwinEnvironment
+from sim.env import OBSERVE, RECORD, TwinEnvironment
 from sim.executor import Completion, SimExecutor
 
 
@@ -90,9 +92,8 @@ class TwinDriver:
 
     # ----- inputs
     def _due(self) -> None:
-        if not self._step_due:
-            self._step_due = True
-            self.env.call_at(self.env._now, self._step, STEP)
+        # the instant's step runs once every input of the instant is recorded (see ``run``)
+        self._step_due = True
 
     def _arrive(self, req: Request) -> None:
         now = self.env._now
@@ -196,11 +197,32 @@ class TwinDriver:
         if sample_every_s and self.obs is not None:
             self._every = sample_every_s
             env.call_at(sample_every_s, self._sample, OBSERVE)
-        step, peek = env.step, env.peek
-        while peek() <= until and self.steps < max_steps:
-            step()
-            self.events += 1
+        self._loop(until, max_steps)
         return self.log
+
+    def _loop(self, until: float, max_steps: int) -> None:
+        """Process SimPy's queue like ``Environment.step`` does, and run the instant's core
+        step right after its last input: when the next queued event is later, or of a lower
+        priority (an observer, or anything not an input). This is the order a ``STEP``-priority
+        event would give, without scheduling, queueing and popping one per instant. ``events``
+        counts inputs and instants stepped."""
+        env, queue = self.env, self.env._queue
+        events = 0
+        try:
+            while queue and queue[0][0] <= until and self.steps < max_steps:
+                now, _, _, ev = heappop(queue)
+                env._now = now
+                callbacks, ev.callbacks = ev.callbacks, None
+                for callback in callbacks:
+                    callback(ev)
+                events += 1
+                if not ev._ok and not hasattr(ev, "_defused"):
+                    raise ev._value  # a failed SimPy event nobody handled (as env.step does)
+                if self._step_due and (not queue or queue[0][0] != now or queue[0][1] != RECORD):
+                    self._step(None)
+                    events += 1
+        finally:
+            self.events += events
 
     def _sample(self, _ev: object) -> None:
         """Let the observer read the core; re-arm while anything else is still scheduled."""

@@ -6,11 +6,16 @@ prefix-cache model is on, plus decode as ``fixed + per_seq x batch`` per generat
 moving inputs held on other devices) and builds one :class:`~control.executor.base.ItemResult`
 per item, the very record the live executor emits; :func:`to_batch_result` turns those into the
 core's ``BatchResult`` exactly as a driver does. Loads take the measured load time or the
-model's stated one. Router steps pick a branch label from seeded per-node weights.
+model's stated one. Router steps pick a branch label from seeded per-node weights. Where the
+profile measured how much device times scatter (``service_sigma_milli``), each batch's time is
+scattered the same way, seeded per batch: queueing grows with the variance of service times, so
+a twin that waits out only medians under-predicts waiting on a noisy device.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -44,6 +49,20 @@ class SimExecutorConfig:
             "(driver hops, IPC to the worker, result decoding); 0 for published tables"
         },
     )
+    service_sigma_milli: int = field(
+        default=0,
+        metadata={
+            "help": "spread of measured device times around the table: the standard deviation "
+            "of log(measured / median) in thousandths, from the profile's repeats. Each batch "
+            "then takes its predicted time times a log-normal factor of median 1 (seeded per "
+            "batch); 0: every batch takes exactly the table's time"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("tool_us", "dispatch_overhead_us", "service_sigma_milli"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SimExecutorConfig.{name}={getattr(self, name)}: must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,14 @@ class _PrefixCache:
         while len(self.blocks) > self.capacity:
             self.blocks.popitem(last=False)
         return hits
+
+
+def service_factor(batch_id: str, seed: int, sigma_milli: int) -> float:
+    """A log-normal factor of median 1 for one batch's device time: ``exp(N(0, sigma))`` drawn
+    from a generator seeded by the batch id and the run's seed (no shared RNG, so a batch's
+    factor does not depend on event order)."""
+    rng = random.Random(zlib.crc32(f"{seed}/{batch_id}".encode()))
+    return math.exp(rng.gauss(0.0, sigma_milli / 1000))
 
 
 def route_label(item: BatchItem, weights: Mapping[str, Mapping[str, int]], seed: int) -> str:
@@ -141,6 +168,9 @@ class SimExecutor:
         prefill = self.latency.forward_us(key, acc, n, longest)
         out = max(i.max_output_tokens for i in d.items)
         decode = self.latency.decode_us(key, acc, n, out) if out else 0
+        if cfg.service_sigma_milli:
+            spread = service_factor(d.batch_id, self.seed, cfg.service_sigma_milli)
+            prefill, decode = round(prefill * spread), round(decode * spread)
         move = self._transfer_us(d, dev) if cfg.transfers else 0
         move += cfg.dispatch_overhead_us  # before the device starts, as the worker sees it
         total = move + prefill + decode

@@ -6,12 +6,16 @@ time per request at a stated batch size, predicted by the scenario's own latency
 trace's mean prompt and output lengths (node ``input_tokens`` params win, as in the core).
 ``plan_placement`` runs a registered policy (``planner``, ``naive``, ...) on the scenario's
 fleet and returns the plan as the scenario's ``PlacedReplica`` rows, ready for
-``sim.whatif.run_scenario(scenario, placement=...)``.
+``sim.whatif.run_scenario(scenario, placement=...)``. ``capacity`` finds the highest trace rate
+a layout sustains under one SLO rule (:func:`within_slo`), the throughput figure of a placement
+comparison.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 from control.core.placement import (
     ClusterSnapshot,
@@ -24,7 +28,9 @@ from control.core.placement import (
     plan_with,
 )
 from sim.driver import Arrival
+from sim.report import Report
 from sim.scenario import PlacedReplica, Scenario
+from sim.whatif import run_scenario
 from sim.workload import arrivals
 
 
@@ -98,3 +104,72 @@ def plan_placement(
         PlacedReplica(p.model_key, p.device_ids, p.replicas, p.pool) for p in plan.placements
     )
     return PlannedLayout(plan, rows)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The highest offered load a layout sustains under an SLO rule (see :func:`capacity`).
+
+    ``rate_factor`` scales the scenario's trace; ``report`` is the twin's report there (its
+    ``all.throughput_rps`` is the served rate); ``bracketed`` is False when the search hit its
+    bounds (the layout meets the rule even at ``hi`` or misses it even at ``lo``)."""
+
+    rate_factor: float
+    report: Report | None
+    bracketed: bool
+    probes: int
+
+
+def within_slo(report: Report, slo_p99_s: float) -> bool:
+    """The capacity rule: every request served (none rejected, none unfinished) and the
+    end-to-end p99 within ``slo_p99_s``."""
+    p99 = report.get("all.e2e_p99_s")
+    lost = (report.get("all.rejected") or 0.0) + (report.get("all.unfinished") or 0.0)
+    return p99 is not None and p99 <= slo_p99_s and lost == 0
+
+
+def search_rate(
+    meets: Callable[[float], Report | None], start: float, lo: float, hi: float, steps: int = 6
+) -> Capacity:
+    """Largest rate factor in [lo, hi] for which ``meets`` returns a report (None: the rule is
+    missed), assuming the rule holds below some threshold and fails above it. Doubles or
+    halves from ``start`` to bracket the threshold, then bisects ``steps`` times on a log scale
+    (6 steps: within 1.1 %). Calls ``meets`` once per probe; changes nothing."""
+    probes, best, best_rf = 0, None, 0.0
+
+    def probe(rf: float) -> bool:
+        nonlocal probes, best, best_rf
+        probes += 1
+        rep = meets(rf)
+        if rep is not None and rf > best_rf:
+            best, best_rf = rep, rf
+        return rep is not None
+
+    good, bad = (start, None) if probe(start) else (None, start)
+    while good is None and bad / 2 >= lo:
+        good, bad = (bad / 2, None) if probe(bad / 2) else (None, bad / 2)
+    while bad is None and good * 2 <= hi:
+        good, bad = (good * 2, None) if probe(good * 2) else (good, good * 2)
+    if good is None or bad is None:
+        return Capacity(best_rf, best, False, probes)
+    for _ in range(steps):
+        mid = math.sqrt(good * bad)
+        good, bad = (mid, bad) if probe(mid) else (good, mid)
+    return Capacity(best_rf, best, True, probes)
+
+
+def capacity(
+    scenario: Scenario, placement: Iterable[PlacedReplica], slo_p99_s: float, steps: int = 6
+) -> Capacity:
+    """The sustained capacity of ``placement`` on ``scenario``: the highest ``rate_factor`` (the
+    trace's arrival rate scaled, same requests and seeds) whose twin report meets
+    :func:`within_slo`. The same rule for every layout makes capacities comparable."""
+    rows = tuple(placement)
+
+    def meets(rf: float) -> Report | None:
+        wl = replace(scenario.workload, rate_factor=rf)
+        rep = run_scenario(replace(scenario, workload=wl), placement=rows)
+        return rep if within_slo(rep, slo_p99_s) else None
+
+    start = scenario.workload.rate_factor
+    return search_rate(meets, start, start / 64, start * 64, steps)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from control.core.assembly import build_core
 from control.core.events import ReplicaLoaded
-from sim.driver import Arrival, TwinDriver
+from sim.driver import Arrival, FleetEvent, TwinDriver
+from sim.env import tuned_gc
 from sim.executor import SimExecutor
 from sim.metrics import Recorder
 from sim.scenario import Scenario
@@ -34,16 +35,37 @@ def output_nodes(scenario: Scenario) -> dict[str, frozenset[str]]:
     }
 
 
-def run_seed(
+@dataclass
+class PreparedSeed:
+    """A seed's world, built and not yet replayed: the core with its placement loaded, the
+    driver, the arrivals and the replay's horizon. ``replay`` runs it once."""
+
+    recorder: Recorder
+    driver: TwinDriver
+    requests: list[Arrival]
+    until: float
+    sample_every_s: float | None
+    fleet_events: tuple[FleetEvent, ...]
+
+    def replay(self) -> SeedRun:
+        """Replay to quiescence (under ``tuned_gc``), finalize the recorder; call once."""
+        with tuned_gc():
+            self.driver.run(self.requests, fleet_events=self.fleet_events, until=self.until,
+                            sample_every_s=self.sample_every_s)  # fmt: skip
+        self.recorder.finalize(self.driver.core)
+        return SeedRun(self.recorder, self.driver, len(self.requests))
+
+
+def prepare_seed(
     scenario: Scenario,
     seed: int,
     *,
     samples: int = 40,
     keep_log: bool = False,
     requests: list[Arrival] | None = None,
-) -> SeedRun:
-    """Replay the scenario's workload for ``seed`` to quiescence; ``requests`` replaces the
-    workload's arrivals (the fidelity check replays the very list it sent to the live stack)."""
+) -> PreparedSeed:
+    """Build everything a replay of ``seed`` needs (see ``run_seed``) without running it, so a
+    benchmark can time the replay alone."""
     latency = scenario.latency.model()
     core = build_core(scenario.blueprint(seed), latency)
     by_device: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
@@ -63,8 +85,19 @@ def run_seed(
         core, ex, observer=rec, keep_log=keep_log,
         replicas_by_device={k: tuple(v) for k, v in by_device.items()},
     )  # fmt: skip
-    until = span * 20 + 3600.0
-    driver.run(reqs, fleet_events=scenario.fleet_events, until=until,
-               sample_every_s=max(span / samples, 1e-3) if samples else None)  # fmt: skip
-    rec.finalize(core)
-    return SeedRun(rec, driver, len(reqs))
+    every = max(span / samples, 1e-3) if samples else None
+    return PreparedSeed(rec, driver, reqs, span * 20 + 3600.0, every, scenario.fleet_events)
+
+
+def run_seed(
+    scenario: Scenario,
+    seed: int,
+    *,
+    samples: int = 40,
+    keep_log: bool = False,
+    requests: list[Arrival] | None = None,
+) -> SeedRun:
+    """Replay the scenario's workload for ``seed`` to quiescence; ``requests`` replaces the
+    workload's arrivals (the fidelity check replays the very list it sent to the live stack)."""
+    prepared = prepare_seed(scenario, seed, samples=samples, keep_log=keep_log, requests=requests)
+    return prepared.replay()

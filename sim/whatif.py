@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sim.metrics import Recorder
 from sim.report import Report, seed_metrics, seed_series
 from sim.runner import run_seed
 from sim.scenario import PlacedReplica, Scenario
@@ -26,8 +27,8 @@ Progress = Callable[[int, int, str], None]
 #: Changes smaller than this fraction of the baseline count as no change (practical size).
 MIN_RELATIVE_CHANGE = 0.02
 
-#: Headline figures of a comparison and whether larger is better.
-HEADLINE: tuple[tuple[str, bool], ...] = (
+#: Headline figures of a comparison and whether larger is better (None: neither, reported only).
+HEADLINE: tuple[tuple[str, bool | None], ...] = (
     ("all.e2e_p50_s", False),
     ("all.e2e_p99_s", False),
     ("all.ttft_p99_s", False),
@@ -36,6 +37,7 @@ HEADLINE: tuple[tuple[str, bool], ...] = (
     ("all.rejected", False),
     ("fairness.jain", True),
     ("fleet.cost_units_per_1k_tokens", False),
+    ("fleet.headroom_in_use", None),
 )
 
 
@@ -58,12 +60,36 @@ def run_scenario(
     per_seed, series = [], {}
     for i, seed in enumerate(seeds):
         run = run_seed(scenario, seed)
-        per_seed.append(seed_metrics(run.recorder, weights, dict(scenario.workload.ttft_slo_s)))
+        figures = seed_metrics(run.recorder, weights, dict(scenario.workload.ttft_slo_s))
+        in_use = headroom_in_use(scenario, run.recorder)
+        if in_use is not None:
+            figures["fleet.headroom_in_use"] = in_use
+        per_seed.append(figures)
         if i == 0:
             series = seed_series(run.recorder)
         if progress is not None:
             progress(done + i + 1, total or len(seeds), f"{label} seed {seed}")
     return Report.build(scenario.name, seeds, per_seed, series, scenario.latency.sources)
+
+
+def headroom_in_use(scenario: Scenario, rec: Recorder) -> float | None:
+    """Share of the reserved capacity that was busy, over the run (None: nothing reserved on a
+    serving device). Per reservation and time bucket, the busy fraction of its pool's serving
+    devices above ``1 - reserved share`` counts as reserved capacity in use; summed over
+    reservations and buckets, divided by the reserved capacity. Device busy time stands in for
+    the core's batch slots, so this is an estimate of what the slot accounting holds back."""
+    placed = {d for p in scenario.placement for d in p.device_ids}
+    buckets = 1 + max((k for b in rec.busy.values() for k in b), default=0)
+    in_use = reserved = 0.0
+    for h in scenario.tenancy.headroom:
+        pool, share = sorted(placed & h.device_ids), h.reserved_milli / 1000
+        if not pool or share <= 0:
+            continue
+        for k in range(buckets):
+            busy = sum(rec.busy[d].get(k, 0.0) for d in pool if d in rec.busy)
+            in_use += max(0.0, busy / (rec.bucket_s * len(pool)) - (1 - share)) * len(pool)
+            reserved += share * len(pool)
+    return in_use / reserved if reserved else None
 
 
 @dataclass(frozen=True)
@@ -73,7 +99,7 @@ class DeltaRow:
     variant: float
     delta: float  # variant - baseline, mean of per-seed differences
     ci95: float  # half-width of the paired interval
-    better: bool | None  # None: the interval includes 0 (no distinguishable change)
+    better: bool | None  # None: no distinguishable change, or a figure neither way better
 
 
 @dataclass(frozen=True)
@@ -101,7 +127,7 @@ def delta_table(base: Report, var: Report) -> tuple[DeltaRow, ...]:
         mean, ci = mean_ci95([y - x for x, y in zip(b.per_seed, v.per_seed, strict=True)])
         # significant: the interval excludes 0 and the change is not negligible in size
         sig = abs(mean) > ci and abs(mean) > MIN_RELATIVE_CHANGE * max(abs(b.mean), 1e-9)
-        better = None if not sig else (mean > 0) == higher_better
+        better = None if not sig or higher_better is None else (mean > 0) == higher_better
         rows.append(DeltaRow(key, b.mean, v.mean, mean, ci, better))
     return tuple(rows)
 

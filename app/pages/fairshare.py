@@ -42,7 +42,7 @@ def live_panel() -> None:
     standing["service_rate"] = standing["tenant"].map(rates).fillna(0.0)
     tenancy = snap.get("tenancy") or {}
     st.caption(f"Policy: {tenancy.get('policy', '?')} · least served: "
-               f"{tenancy.get('least_served') or 'none'} · core time {snap['now']:.1f} s · "
+               f"{tenancy.get('least_served') or 'none'} · "
                f"{len(snap.get('runs', []))} run(s) in flight · "
                f"{snap.get('counters', {}).get('runs.started', 0)} runs started")  # fmt: skip
     left, right = st.columns(2)

@@ -68,7 +68,8 @@ def live_panel() -> None:
     if snapshot is not None:
         _waiting(snapshot)
         counters = snapshot.get("counters", {})
-        st.caption("Core counters: " + ", ".join(f"{k}={v}" for k, v in sorted(counters.items())))
+        st.caption("Core counters: " + (", ".join(f"{k}={v}" for k, v in sorted(counters.items()))
+                                        or "none yet (no work since the runtime started)"))  # fmt: skip
 
 
 live_panel()

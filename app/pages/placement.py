@@ -1,13 +1,13 @@
 """Models and placement: the active plan as a device x model map; drafts (generate from the
-active plan, edit), their diff against the active plan, simulation in the twin, approval
-(activation), rollout progress from the live core, and rollback to the previous plan."""
+active plan, edit), their diff against the active plan, simulation in the twin (with the twin's
+measured error), rollout on the live fleet with its progress, and rollback."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, transforms, ui
+from app import charts, data, rollout_panel, transforms, twin, twin_panel, ui
 from app.client import ApiError
 
 st.title("Models and placement")
@@ -25,14 +25,17 @@ active_rows = data.items("/admin/placements", plan_id=active["id"]) if active el
 st.subheader(f"Active plan #{active['id']}: {active['note']}" if active else "No active plan")
 st.plotly_chart(charts.placement_map(active_rows, devices, models), key="active_map")
 
-snap = ui.live_or_notice()
-if snap is not None:
-    replicas = pd.DataFrame(snap.get("replicas", []))
-    st.subheader("Rollout progress (live replicas)")
-    if not replicas.empty:
-        ready = int((replicas["state"] == "ready").sum()) if "state" in replicas else 0
-        st.progress(ready / len(replicas), text=f"{ready}/{len(replicas)} replicas ready")
-        st.dataframe(replicas, hide_index=True, key="live_replicas")
+st.subheader("Rollout on the live fleet")
+following = rollout_panel.followed(active["id"] if active else None)
+rollout_panel.panel(following)
+if st.button(f"Roll back plan #{following}" if following else "Roll back", key="plan_back",
+             icon=":material/undo:", disabled=not rollout_panel.can_roll_back(
+                 rollout_panel.progress(following)),
+             help="the live fleet goes back to the placement it had before this plan's "
+                  "completed rollout"):  # fmt: skip
+    rollout_panel.roll_back(following)
+    st.rerun()
+ui.form_error(rollout_panel.BACK)
 
 FORM = "plan"
 st.header("Drafts")
@@ -90,33 +93,17 @@ diff = transforms.plan_diff(active_rows, rows)
 diff.insert(1, "model", diff["model_id"].map(models))
 st.subheader(f"Diff against the active plan: {len(diff)} change(s)")
 st.dataframe(diff.drop(columns=["model_id"]), hide_index=True, key="plan_diff")
-c1, c2, c3 = st.columns(3)
-if c1.button("Simulate in the twin", key="plan_sim"):
-    scenario = {"kind": "placement", "baseline_plan": active["id"] if active else None,
-                "variants": {f"plan_{pick}": {"plan_id": pick}}}  # fmt: skip
-    ui.attempt("plan_sim", "POST", "/admin/whatif", {"scenario": scenario, "submit": True},
-               ok="Simulation started: see the What-if page.")  # fmt: skip
+traces = [t["name"] for t in data.items("/admin/traces")]
+c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
+trace = c1.selectbox("Simulate on trace", traces, key="plan_trace")
+if c2.button("Simulate in the twin", key="plan_sim", icon=":material/science:"):
+    request = twin.preview_request(f"plan #{pick}", {"plan_id": pick}, trace, 2, 100)
+    twin_panel.start("plan_sim", request, asked=pick)
     st.rerun()
-if c2.button("Approve and roll out", key="plan_activate", type="primary"):
-    ui.attempt("plan_act", "POST", f"/admin/placement-plans/{pick}/activate",
-               ok=f"Plan #{pick} is now active.")  # fmt: skip
+if c3.button("Roll out", key="plan_rollout", type="primary", icon=":material/rocket_launch:"):
+    rollout_panel.roll_out(pick)
     st.rerun()
-previous = [p for p in plans if p["status"] == "retired"]
-if c3.button("Roll back to the previous plan", key="plan_back", disabled=not previous):
-    last = max(previous, key=lambda p: p["id"])
-    made = ui.attempt("plan_act", "POST", "/admin/placement-plans",
-                      {"parent_id": last["id"], "note": f"rollback to plan #{last['id']}"})  # fmt: skip
-    for row in data.items("/admin/placements", plan_id=last["id"]) if made else []:
-        ui.attempt(
-            "plan_act",
-            "POST",
-            "/admin/placements",
-            {k: row[k] for k in ("model_id", "device_ids", "replicas", "pool", "reason")}
-            | {"plan_id": made["id"]},
-        )
-    if made:
-        ui.attempt("plan_act", "POST", f"/admin/placement-plans/{made['id']}/activate",
-                   ok=f"Rolled back: plan #{made['id']} (copy of #{last['id']}) is active.")  # fmt: skip
-    st.rerun()
+ui.form_error(rollout_panel.FORM)
 ui.form_error("plan_sim")
-ui.form_error("plan_act")
+if twin_panel.asked("plan_sim") == pick:
+    twin_panel.follow("plan_sim")

@@ -19,7 +19,7 @@ from control.api.errors import install_error_handlers
 from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
-from control.api.routes import admin, health, rollout, usage
+from control.api.routes import admin, fidelity, health, rollout, usage
 from control.api.routes.resources import RESOURCES
 from control.api.settings import GatewayConfig
 from control.api.state import Gateway
@@ -79,6 +79,7 @@ def create_app(
         app.include_router(crud.crud_router(resource))
     app.include_router(admin.router)
     app.include_router(rollout.router)
+    app.include_router(fidelity.router)
     app.include_router(usage.router)
     _include_inference(app)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)

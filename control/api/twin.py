@@ -3,7 +3,9 @@
 ``submit(actor, run_id)`` starts a stored pending run in a worker process (``run_whatif``: it
 moves the run to running, reports progress and finishes it with results or the error); the
 request that asked returns at once. ``prepare(scenario)`` fills a missing ``baseline`` with the
-state in force now, so a console can send only a workload and the variants to try.
+state in force now and turns the operator's changes (a headroom reservation as it would be saved,
+a quota scale, a plan, a workflow version) into the twin's sections, so a console can send only a
+workload and the changes to try.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.services.whatif import run_whatif, scenario_from_db
+from control.services.whatif import prepare_scenario, run_whatif
 
 
 class TwinEngine:
@@ -26,11 +28,10 @@ class TwinEngine:
         self._procs: dict[int, Any] = {}
 
     def prepare(self, scenario: Mapping[str, Any]) -> dict[str, Any]:
-        """The scenario to store: ``baseline`` defaults to the live fleet under ``workload``."""
-        out = dict(scenario)
-        if "baseline" not in out and isinstance(out.get("workload"), Mapping):
-            out["baseline"] = scenario_from_db(self._factory, out["workload"])
-        return out
+        """The scenario to store (``control.services.whatif.prepare_scenario``): ``baseline``
+        defaults to the live fleet under ``workload``, operator changes become twin sections.
+        Raises the service's ValidationError (a 422 naming the field) for a change it refuses."""
+        return prepare_scenario(self._factory, scenario)
 
     def submit(self, actor: str, run_id: int) -> None:
         """Start the run's worker; returns at once (``actor`` is recorded by the API)."""

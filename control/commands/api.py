@@ -31,6 +31,7 @@ def build_gateway(with_runtime: bool = True) -> Any:
     from control.api.twin import TwinEngine
     from control.config import get_settings
     from control.services import build_services
+    from control.services.fidelity.runner import FidelityRunner
     from control.services.workflow_validation import make_spec_validator
     from db.session import make_engine, make_session_factory
 
@@ -52,8 +53,12 @@ def build_gateway(with_runtime: bool = True) -> Any:
                 await inference.stop()
 
     twin = TwinEngine(factory, settings.resolved_database_url())
-    return create_app(services, gateway_config(settings, gateway), spec_validator=validator,
-                      inference=inference, whatif_engine=twin, lifespan=lifespan)  # fmt: skip
+    app = create_app(services, gateway_config(settings, gateway), spec_validator=validator,
+                     inference=inference, whatif_engine=twin, lifespan=lifespan)  # fmt: skip
+    # Validations run in their own process with their own executor worker, so the runner is
+    # installed whether or not this gateway runs the live runtime.
+    app.state.gateway.extras["fidelity_runner"] = FidelityRunner(settings.resolved_database_url())
+    return app
 
 
 def _inference(settings: Any, factory: Any, services: Any) -> Any:

@@ -107,17 +107,66 @@ def compare_cmd(
 def validate(
     as_json: JsonOpt = False,
     requests: Annotated[int, typer.Option(min=2, help="Requests of the trace slice.")] = 120,
-    rate_factor: Annotated[float, typer.Option(help="Trace time scaling (x faster).")] = 1.5,
+    rate_factor: Annotated[
+        float | None,
+        typer.Option(
+            help="Trace time scaling (x faster); default: chosen from the measured "
+            "table so the slice offers --load of the worker."
+        ),
+    ] = None,
+    load: Annotated[
+        float, typer.Option(min=0.05, max=0.95, help="Offered load when no --rate-factor.")
+    ] = 0.5,
     slo_s: Annotated[float, typer.Option(help="End-to-end SLO in seconds.")] = 0.1,
+    repeats: Annotated[
+        int, typer.Option(min=1, max=5, help="Independent runs; figures are their medians.")
+    ] = 1,
+    store: Annotated[
+        bool, typer.Option("--store", help="Store the result as a fidelity report.")
+    ] = False,
+    url: Annotated[
+        str | None, typer.Option("--url", help="Database for --store (default: configured).")
+    ] = None,
+    model_source: Annotated[
+        str, typer.Option(hidden=True, help="minilm, or tiny (a random tiny BERT, for tests)")
+    ] = "minilm",
+    quick: Annotated[bool, typer.Option(hidden=True, help="a small profile grid (tests)")] = False,
 ) -> None:
     """Fidelity: the same trace slice through the live stack (real executor, MiniLM on one CPU
-    slot) and through the twin with profiles measured here; prints p50/p99 error and the SLO
-    attainment error. Takes about a minute."""
-    from control.services.fidelity import FidelityConfig, validate_fidelity
+    worker slot) and through the twin with tables measured in that worker; prints p50/p99
+    error and the SLO attainment error. About a minute per run."""
+    from control.services.fidelity import (
+        TRACE,
+        FidelityConfig,
+        config_dict,
+        validate_repeated,
+    )
 
-    cfg = FidelityConfig(rate_factor=rate_factor, max_requests=requests, slo_s=slo_s)
-    result = validate_fidelity(cfg)
-    typer.echo(json.dumps(result) if as_json else "\n".join(f"{k}: {v}" for k, v in result.items()))
+    small = {"profile_batch_sizes": (1, 2), "profile_tokens": (8, 32), "profile_repeats": 1,
+             "calibration_requests": 1} if quick else {}  # fmt: skip
+    cfg = FidelityConfig(rate_factor=rate_factor, target_utilization=load, max_requests=requests,
+                         slo_s=slo_s, model_source=model_source, **small)  # fmt: skip
+    result = validate_repeated(cfg, repeats)
+    if store:
+        stored = config_dict(cfg) | {"repeats": repeats}
+        result["report_id"] = _store_report(url, TRACE, stored, result)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    for k, v in result.items():
+        if k != "runs":
+            typer.echo(f"{k}: {v}")
+
+
+def _store_report(url: str | None, trace: str, config: dict, result: dict) -> int:
+    """Write ``result`` as a fidelity report in the database at ``url`` (default: the
+    configured one); returns its id."""
+    from control.config import get_settings
+    from control.services.fidelity_reports import FidelityReportService
+    from db.session import make_engine, make_session_factory
+
+    factory = make_session_factory(make_engine(url or get_settings().resolved_database_url()))
+    return FidelityReportService(factory).store("legato-sim-validate", trace, config, result).id
 
 
 def register(app: typer.Typer) -> None:

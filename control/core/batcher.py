@@ -19,22 +19,13 @@ from control.core.types import ReplicaState
 
 
 def _item(step: QueuedStep) -> BatchItem:
-    ref = step.ref
+    ref, node = step.ref, step.node
+    # positional, in BatchItem's field order: this runs for every dispatched step
     return BatchItem(
-        key=ref.key,
-        request_id=ref.run_id,
-        node_id=ref.node_id,
-        attempt=ref.attempt,
-        chunk=ref.chunk,
-        idempotency_key=ref.idempotency_key,
-        task=step.node.kind,
-        inputs=ref.inputs,
-        input_tokens=step.input_tokens,
-        max_output_tokens=step.max_output_tokens,
-        prefix_blocks=step.prefix_blocks,
-        predicted_hit_blocks=step.hit_blocks,
-        params=step.node.params,
-    )
+        ref.key, ref.run_id, ref.node_id, ref.attempt, ref.chunk, ref.idempotency_key,
+        node.kind, ref.inputs, step.input_tokens, step.max_output_tokens, step.prefix_blocks,
+        step.hit_blocks, node.params,
+    )  # fmt: skip
 
 
 def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, padded: int,

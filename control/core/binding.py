@@ -59,3 +59,32 @@ def room(st: CoreState, rec: ReplicaRecord) -> int:
         return 0
     cap = st.batching.max_batch_size(rec.model) * st.config.binding.max_local_batches
     return max(0, cap - len(rec.queue))
+
+
+def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
+    """replica id -> ``room`` for every replica of the model with room, in ``by_model`` order.
+
+    The same figures as calling ``room`` per replica; written out once because the core asks
+    for them on every step while a model has pending work."""
+    reps = st.cluster.by_model.get(model_key)
+    if not reps:
+        return {}
+    now = st.now
+    ahead = st.config.binding.bind_ahead_us / 1e6
+    per = st.config.binding.max_local_batches
+    size_of = st.batching.max_batch_size
+    ready, loading = ReplicaState.READY, ReplicaState.LOADING
+    rooms: dict[str, int] = {}
+    for rec in reps.values():
+        if not rec.routable:
+            continue
+        state = rec.state
+        if state == ready:
+            if rec.inflight is not None and rec.busy_until - now > ahead:
+                continue
+        elif state != loading or rec.ready_at - now > ahead:
+            continue
+        n = size_of(rec.model) * per - len(rec.queue)
+        if n > 0:
+            rooms[rec.replica_id] = n
+    return rooms

@@ -1,10 +1,11 @@
 """``ControlCore``: the one decision point of Legato's orchestration (see ARCHITECTURE.md).
 
 Drivers record with ``submit``/``complete``/``ingest`` and call ``step(now)`` once per instant.
-``step`` runs named phases in a fixed order (``actions.PHASES``) and returns a frozen
-``StepPlan``; the same inputs and seed always give the same plan. Work is incremental: only
-replicas marked dirty since the last step are considered for batching, only new ready steps are
-routed, and timers sit in a heap. Ready steps bind late by default (``binding``): they wait in
+``step`` runs named phases in a fixed order (``actions.PHASES``, implemented in ``phases``;
+a phase with nothing to do is skipped) and returns a frozen ``StepPlan``, whose per-phase
+grouping is built only when read; the same inputs and seed always give the same plan. Work is
+incremental: only replicas marked dirty since the last step are considered for batching, only
+new ready steps are routed, and timers sit in a heap. Ready steps bind late by default (``binding``): they wait in
 their model's pending queue, in the tenancy half's fair-share order, and the routing phase ends
 by handing them to replicas that can start them (``queueing.bind_pending``).
 """
@@ -14,11 +15,9 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Iterable
-from types import MappingProxyType
 
-from control.core import rollout, runs
-from control.core.actions import PHASES, StepPlan
-from control.core.batcher import dispatch_tool, form_batch
+from control.core import rollout
+from control.core.actions import PhaseView, StepPlan
 from control.core.batching.registry import make_batching
 from control.core.context import CoreConfig, CoreState
 from control.core.dag.run import CompiledDag
@@ -44,13 +43,11 @@ from control.core.events import (
     TenancyConfigChanged,
     WorkflowRegistered,
 )
-from control.core.fleet import apply_device_up, apply_replica_loaded, device_down, fail_replica
+from control.core.fleet import apply_device_up, apply_replica_loaded
 from control.core.latency import LatencyModel
-from control.core.lifecycle import scale_to_zero
-from control.core.queueing import bind_pending, route
+from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
 from control.core.snapshot import CoreSnapshot, build_snapshot
-from control.core.stealer import steal_phase
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
 from control.core.types import BatchResult, DeviceSpec, ModelSpec, Request
@@ -137,25 +134,9 @@ class ControlCore:
             raise TimeWentBackwardsError(now, st.now)
         st.now = now
         st.actions = []
-        self._phase("admission", self._admission)
-        self._phase("completions", self._completions)
-        self._phase("timeouts", self._timers)
-        self._phase("reclaims", self._reclaims)
-        self._phase("placement", self._placement)
-        self._phase("routing", self._routing)
-        self._phase("loads", self._retry_unplaced)
-        idle = sorted(
-            r for r in st.dirty if r in st.cluster.replicas and st.cluster.replicas[r].idle
-        )
-        self._phase("stealing", lambda: steal_phase(st, idle))
-        self._phase("batching", self._batching)
-        by_phase: dict[str, list] = {p: [] for p in PHASES}
-        for ph, a in st.actions:  # one pass: a busy step has thousands of actions
-            acts = by_phase.get(ph)
-            if acts is not None:
-                acts.append(a)
-        grouped = {p: tuple(acts) for p, acts in by_phase.items()}
-        return StepPlan(now, tuple([a for _, a in st.actions]), MappingProxyType(grouped))
+        run_phases(st)
+        tagged = st.actions
+        return StepPlan(now, tuple([a for _, a in tagged]), PhaseView(tagged))
 
     def next_wakeup(self, now: float) -> float | None:
         """Earliest time after ``now`` a step is due with no new input (batch delay, timeout,
@@ -188,114 +169,6 @@ class ControlCore:
     def snapshot(self) -> CoreSnapshot:
         """Immutable view of runs, queues, devices, replicas, batches and counters."""
         return build_snapshot(self._st)
-
-    # ----- phases
-    def _phase(self, name: str, fn: Callable[[], None]) -> None:
-        self._st.phase = name
-        fn()
-
-    def _admission(self) -> None:
-        st = self._st
-        submitted, st.submitted = st.submitted, []
-        for req, _at in submitted:
-            runs.admit(st, req, st.now)
-
-    def _completions(self) -> None:
-        st = self._st
-        deferred, st.deferred = st.deferred, []
-        for ev in deferred:
-            if isinstance(ev, DeviceDown):
-                device_down(st, ev.device_id, ev.reason)
-            elif isinstance(ev, ReplicaLoadFailed):
-                fail_replica(st, ev.replica_id, f"load failed: {ev.error}")
-            else:
-                fail_replica(st, ev.replica_id, "replica unloaded")  # type: ignore[attr-defined]
-        done, st.completed = st.completed, []
-        for result, _at in done:
-            self._batch_done(result)
-
-    def _batch_done(self, result: BatchResult) -> None:
-        st = self._st
-        batch = st.batches.pop(result.batch_id, None)
-        if batch is None:
-            return
-        rec = st.cluster.replicas.get(batch.replica_id or "")
-        if rec is not None:
-            rec.inflight = None
-            rec.busy_until = st.now
-            st.dirty.add(rec.replica_id)
-            st.batching.observe(rec.model, len(batch.items), result.device_us)
-        reported = {r.key: r for r in result.items}
-        for key, step in batch.items.items():
-            if st.steps.get(key) is not step:
-                continue  # stale attempt (timed out, run ended)
-            res = reported.get(key)
-            dev = rec.device.device_id if rec else None
-            runs.on_item_done(st, step, res, dev, batch.replica_id)
-
-    def _timers(self) -> None:
-        st = self._st
-        while st.timers and st.timers[0][0] <= st.now:
-            _, _, kind, ident = heapq.heappop(st.timers)
-            if kind == "batch":
-                st.dirty.add(ident)
-                continue
-            step = st.steps.get(ident)
-            if step is not None and step.batch_id is not None:
-                st.counters["steps.timed_out"] += 1
-                runs.fail_step(st, step, f"timed out after {step.node.timeout_s} s")
-
-    def _reclaims(self) -> None:
-        st = self._st
-        for order in st.tenancy.reclaims(st.now, frozenset(st.output_started)):
-            runs.preempt(st, order.request_id, order.reason)
-
-    def _placement(self) -> None:
-        st = self._st
-        events, st.placement_events = st.placement_events, []
-        for ev in events:
-            if isinstance(ev, PlacementChanged):
-                target = {(m, tuple(d)): (n, pool) for m, d, n, pool in ev.placements}
-                rollout.begin(st, ev.plan_id, target, dict(ev.splits), ev.reason)
-            else:
-                rollout.request_rollback(st, ev.reason)  # type: ignore[attr-defined]
-        rollout.advance(st)
-        scale_to_zero(st)
-
-    def _routing(self) -> None:
-        st = self._st
-        ready, st.ready = st.ready, []
-        for step in ready:
-            if st.steps.get(step.key) is not step:
-                continue
-            if step.node.is_tool:
-                st.tools.append(step)
-            else:
-                route(st, step)
-        bind_pending(st)
-
-    def _retry_unplaced(self) -> None:
-        st = self._st
-        waiting, st.unplaced = st.unplaced, {}
-        for model_key in sorted(waiting):
-            for step in waiting[model_key]:
-                if st.steps.get(step.key) is step:
-                    route(st, step)
-
-    def _batching(self) -> None:
-        st = self._st
-        tools, st.tools = st.tools, []
-        for step in tools:
-            dispatch_tool(st, step)
-        dirty = sorted(st.dirty | st.headroom_blocked)
-        st.dirty.clear()
-        st.headroom_blocked.clear()
-        for rid in dirty:
-            rec = st.cluster.replicas.get(rid)
-            if rec is not None:
-                form_batch(st, rec)
-        if st.config.binding.bind_ahead_us:
-            bind_pending(st)  # replicas that just started a short batch take their next one
 
     # ----- event handlers
     def _defer(self, event: object, now: float) -> None:

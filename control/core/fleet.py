@@ -21,6 +21,7 @@ def apply_device_up(st: CoreState, spec: DeviceSpec) -> None:
         st.cluster.devices[spec.device_id] = DeviceRecord(spec)
     else:
         dev.spec, dev.up = spec, True
+    st.cluster.devices_changed()
 
 
 def apply_replica_loaded(st: CoreState, ev: ReplicaLoaded) -> None:

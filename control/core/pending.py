@@ -69,21 +69,27 @@ class PendingQueue:
             return []
         heads = {t: [e[2].work for e in own[:limit]] for t, own in self.by_tenant.items()}
         chosen = tenancy.select(heads, limit, now)
-        steps = [self.entries[w.key][2] for w in chosen]
-        per_tenant: dict[str, int] = {}
+        entries = self.entries
+        steps = [entries[w.key][2] for w in chosen]
+        mine: dict[str, list[QueuedStep]] = {}
         for s in steps:
-            per_tenant[s.work.tenant_id] = per_tenant.get(s.work.tenant_id, 0) + 1
-        for tenant, count in per_tenant.items():
+            own_taken = mine.get(s.work.tenant_id)
+            if own_taken is None:
+                mine[s.work.tenant_id] = [s]
+            else:
+                own_taken.append(s)
+        for tenant, taken in mine.items():
             own = self.by_tenant[tenant]
-            taken = {s.key for s in steps if s.work.tenant_id == tenant}
-            if {e[2].key for e in own[:count]} == taken:
+            count = len(taken)
+            if {e[2].key for e in own[:count]} == {s.key for s in taken}:
                 del own[:count]  # a policy serves a tenant's items in queue_key order
             else:
-                own[:] = [e for e in own if e[2].key not in taken]
+                keys = {s.key for s in taken}
+                own[:] = [e for e in own if e[2].key not in keys]
             if not own:
                 del self.by_tenant[tenant]
         for s in steps:
-            del self.entries[s.key]
+            del entries[s.key]
             self.us -= s.est_us
         return steps
 

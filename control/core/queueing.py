@@ -10,13 +10,14 @@ pool, a cold load is emitted and the step queues on the loading replica instead 
 
 from __future__ import annotations
 
-from control.core.binding import park, room, unpark
+from control.core.binding import park, rooms_of, unpark
 from control.core.context import CoreState
 from control.core.latency import service_us
 from control.core.lifecycle import pick_variant
 from control.core.loads import load_us, start_load
 from control.core.routing.base import RoutingContext, StepDemand
 from control.core.state import QueuedStep, ReplicaRecord
+from control.core.types import DeviceSpec, ModelSpec
 
 
 def estimate(st: CoreState, step: QueuedStep, rec: ReplicaRecord) -> None:
@@ -129,7 +130,11 @@ def _park_or_scale(st: CoreState, step: QueuedStep, candidates: list[ReplicaReco
     estimate(st, step, first)
     queue = st.pending.get(first.model.key)
     backlog = (queue.us // len(candidates)) if queue is not None else 0
-    if backlog and backlog > load_us(st, first.model, first.device):
+    if (
+        backlog
+        and backlog > load_us(st, first.model, first.device)
+        and _cold_room(st, first.model)  # else no scale-out: skip pricing one
+    ):
         best = min(candidates, key=lambda r: (r.wait_us(st.now), r.replica_id))
         target = _maybe_scale_out(st, step, best, best.wait_us(st.now) + backlog)
         if target is not None:
@@ -145,13 +150,15 @@ def bind_pending(st: CoreState) -> None:
 
     Called once per step after routing. Looks only at models with pending work and their
     replicas. A model whose replicas are all gone is routed again (a cold load)."""
-    for model_key in sorted(k for k, q in st.pending.items() if len(q)):
-        queue = st.pending[model_key]
-        rooms: dict[str, int] = {}
-        for rec in st.cluster.by_model.get(model_key, {}).values():
-            n = room(st, rec)
-            if n:
-                rooms[rec.replica_id] = n
+    pending = st.pending
+    if not pending:
+        return
+    keys = [k for k, q in pending.items() if q.entries]
+    if len(keys) > 1:
+        keys.sort()
+    for model_key in keys:
+        queue = pending[model_key]
+        rooms = rooms_of(st, model_key)
         if rooms:
             total = sum(rooms.values())
             taken = queue.take(total, st.tenancy, st.now)
@@ -162,12 +169,12 @@ def bind_pending(st: CoreState) -> None:
             else:
                 for step in taken:
                     _bind(st, step, rooms)
-        elif not st.cluster.serving(model_key):
+        elif not st.cluster.any_serving(model_key):
             for step in queue.ordered(st.tenancy, st.now):
                 unpark(st, step, dispatched=False)
                 route(st, step)
-    for key in [k for k, q in st.pending.items() if not len(q)]:
-        del st.pending[key]
+    for key in [k for k, q in pending.items() if not q.entries]:
+        del pending[key]
 
 
 def _placement_matters(step: QueuedStep) -> bool:
@@ -233,12 +240,8 @@ def _maybe_scale_out(
     model = best.model
     if wait_us <= load_us(st, model, best.device):
         return None
-    cold = [
-        d.spec
-        for d in st.cluster.devices.values()
-        if d.up and d.spec.pool == "cold" and d.free_mib >= model.memory_mib
-    ]
-    if not cold or model.tp_degree > 1:
+    cold = _cold_room(st, model)
+    if not cold:
         return None
     dev = min(cold, key=lambda d: (load_us(st, model, d), d.device_id))
     cost = load_us(st, model, dev)
@@ -249,3 +252,11 @@ def _maybe_scale_out(
         f"more than loading {model.key} on cold device {dev.device_id} ({cost} us)"
     )
     return start_load(st, model, why, device=dev)
+
+
+def _cold_room(st: CoreState, model: ModelSpec) -> list[DeviceSpec]:
+    """Cold-pool devices up with room for one more single-device replica of ``model`` (none
+    for a tensor-parallel model: scale-out loads single-device replicas only)."""
+    if model.tp_degree > 1:
+        return []
+    return [d.spec for d in st.cluster.cold_devices() if d.up and d.free_mib >= model.memory_mib]

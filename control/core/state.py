@@ -137,6 +137,18 @@ class Cluster:
         self.replicas: dict[str, ReplicaRecord] = {}
         self.by_model: dict[str, dict[str, ReplicaRecord]] = {}
         self.backlogged: set[str] = set()  # replicas with a non-empty queue
+        self._cold: tuple[DeviceRecord, ...] | None = None  # see ``cold_devices``
+
+    def devices_changed(self) -> None:
+        """Call after adding a device or replacing a device's spec (its pool may change)."""
+        self._cold = None
+
+    def cold_devices(self) -> tuple[DeviceRecord, ...]:
+        """Devices of the cold pool (up or not), in ``devices`` order. Cached: stealing asks
+        on every step while work is queued, and pools change only with a device's spec."""
+        if self._cold is None:
+            self._cold = tuple(d for d in self.devices.values() if d.spec.pool == "cold")
+        return self._cold
 
     def add_replica(self, rec: ReplicaRecord) -> None:
         self.replicas[rec.replica_id] = rec
@@ -168,6 +180,13 @@ class Cluster:
             for r in self.by_model.get(model_key, {}).values()
             if r.routable and r.state in (ReplicaState.READY, ReplicaState.LOADING)
         ]
+
+    def any_serving(self, model_key: str) -> bool:
+        """``bool(serving(model_key))`` without building the list."""
+        for r in self.by_model.get(model_key, {}).values():
+            if r.routable and r.state in (ReplicaState.READY, ReplicaState.LOADING):
+                return True
+        return False
 
     def slot_of(self, rec: ReplicaRecord) -> tuple[str, tuple[str, ...]]:
         """(model key, device ids): a replica's place in a placement plan."""

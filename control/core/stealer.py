@@ -100,13 +100,10 @@ def steal_phase(st: CoreState, idle_candidates: list[str]) -> None:
 
 def _steal_with_load(st: CoreState) -> None:
     """An idle cold device with room may load the most backlogged model to take its work."""
-    if not st.cluster.backlogged:
+    cold = st.cluster.cold_devices()
+    if not cold or not st.cluster.backlogged:
         return
-    idle_cold = [
-        d.spec
-        for d in st.cluster.devices.values()
-        if d.up and d.spec.pool == "cold" and not st.cluster.device_busy(d.spec.device_id)
-    ]
+    idle_cold = [d.spec for d in cold if d.up and not st.cluster.device_busy(d.spec.device_id)]
     if not idle_cold:
         return
     worst = max(

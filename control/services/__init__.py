@@ -21,6 +21,7 @@ from control.services.analysis import TraceService, WhatIfService
 from control.services.api_keys import ApiKeyService
 from control.services.audit import AuditService
 from control.services.catalog import LatencyProfileService, ModelService
+from control.services.fidelity_reports import FidelityReportService
 from control.services.fleet import DeviceService, NodeService
 from control.services.placement import PlacementPlanService, PlacementService
 from control.services.requests import RequestService
@@ -47,7 +48,9 @@ class Services:
     usage: UsageLedgerService
     traces: TraceService
     whatif: WhatIfService
+    fidelity_reports: FidelityReportService
     audit: AuditService
+    factory: sessionmaker[Session]  # for read-only views that span several services
 
 
 def build_services(
@@ -76,7 +79,9 @@ def build_services(
         usage=UsageLedgerService(factory, clock),
         traces=TraceService(factory, clock),
         whatif=WhatIfService(factory, clock),
+        fidelity_reports=FidelityReportService(factory, clock),
         audit=AuditService(factory),
+        factory=factory,
     )
 
 

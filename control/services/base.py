@@ -92,14 +92,22 @@ class CrudService(ServiceBase, Generic[RecT]):
         return {n for n, c in cls._columns().items() if not c.primary_key} - {cls.stamp_field}
 
     @classmethod
-    def _required(cls) -> set[str]:
-        return {
+    def _required(cls) -> tuple[str, ...]:
+        """Fields a create must give, in column order (so the first missing one named is
+        always the same)."""
+        writable = cls._writable()
+        return tuple(
             n
             for n, c in cls._columns().items()
-            if not c.nullable and c.default is None and c.server_default is None
-        } & cls._writable()
+            if n in writable and not c.nullable and c.default is None and c.server_default is None
+        )
 
     # -- validation ----------------------------------------------------------------------------
+
+    def check_fields(self, values: Mapping[str, Any], creating: bool) -> None:
+        """The pure checks a create (``creating``) or update of ``values`` would run, without
+        writing: raises the ``ValidationError`` that the write would raise (previews use it)."""
+        self._check_fields(values, creating)
 
     def _check_fields(self, values: Mapping[str, Any], creating: bool) -> None:
         """Pure checks of the values to write: known, required, non-null, rules, hook."""

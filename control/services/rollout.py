@@ -1,37 +1,45 @@
-"""Placement rollouts on the live runtime: start one, request a rollback, record transitions.
+"""Placement rollouts on the live runtime: start one, roll back, record transitions, report progress.
 
 ``start(actor, plan_id)`` reads the plan's placements for the REAL devices (devices known to
 the fleet state as real; declared twin-only devices are left out), refuses (Conflict) while
 another rollout is loading or draining, ingests ``PlacementChanged`` into the live runtime and
-audits the request. ``rollback(actor)`` ingests ``RollbackRequested``. Without a runtime both
-raise ``ServiceUnavailable``.
+audits the request with the plan active before it (``previous_plan_id``) and the number of
+replica loads and evictions it needs (``steps_total``). ``rollback(actor, plan_id=None)``
+ingests ``RollbackRequested``; with a plan id it first checks that the plan is the one the live
+runtime last completed. Without a runtime both raise ``ServiceUnavailable``.
 
 The core reports each stage as a ``RolloutTransition`` through the actuator's ``on_rollout``
 hook; ``attach`` installs ``record_transition`` there. Each transition is audited and moves the
-plan's status: ``completed`` activates the plan (the previous active one is retired);
-``aborted`` (the core restores the previous placement) and a completed rollback mark the plan
-``rolled_back``. The database work runs on one worker thread, in arrival order, never on the
-event loop.
+plan's status: ``completed`` activates the plan (the previous active one is retired); an
+``aborted`` rollout (a failed load: the core restores the previous placement) and a completed
+rollback restore the plan lifecycle in one transaction: the plan becomes ``rolled_back`` and
+the plan active before it is ``active`` again, both audited. The database work runs on one
+worker thread, in arrival order, never on the event loop. ``progress(plan_id)`` is the view the
+console polls (see :class:`RolloutProgress`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged, RollbackRequested
 from control.runtime.clock import utcnow
-from control.services.audit import write_audit
+from control.services.audit import jsonable, write_audit
 from control.services.errors import Conflict, NotFound
 from control.services.fleet_state import load_fleet_state, model_key
 from control.services.inference import ServiceUnavailable
 from control.services.placement import PlacementPlanService
+from control.store.repositories import PlacementPlanRepository
 from db import models as m
 from db.session import session_scope
 
@@ -39,11 +47,60 @@ log = logging.getLogger(__name__)
 
 SYSTEM_ACTOR = "system:rollout"
 _IN_PROGRESS = ("loading", "draining")
+_ERRORS = ("aborted", "failed", "refused")
 ENTITY = "placement_rollout"
+ROLLBACK = "rollback"
+
+Slot = tuple[str, tuple[str, ...]]
+
+
+def planned_steps(replicas: Iterable[Any], placements: Iterable[tuple]) -> int:
+    """Replica loads plus evictions that take the fleet (``ReplicaView``s; ready or loading ones
+    count) to ``placements`` ((model, devices, replicas, pool) rows): sum of |wanted - held|
+    over every (model, device group) slot, as the core converges."""
+    have: Counter[Slot] = Counter(
+        (r.model_key, tuple(r.device_ids)) for r in replicas if r.state in ("ready", "loading")
+    )
+    want: Counter[Slot] = Counter()
+    for model, devices, count, _ in placements:
+        want[(model, tuple(devices))] += int(count)
+    return sum(abs(want[s] - have[s]) for s in set(want) | set(have))
+
+
+@dataclass(frozen=True)
+class RolloutProgress:
+    """What the console shows for one plan's rollout (the GET route's JSON, field by field).
+
+    ``phase``: "rollout" or "rollback" (the last one run for this plan), None when never rolled
+    out. ``state``: loading | draining | completed | aborted | failed, None when never rolled
+    out. ``live``: the step figures come from the running core (False: from the audit log only,
+    e.g. after a restart). ``steps_done`` / ``steps_total``: replica loads plus evictions done /
+    needed (total None when unknown). ``errors``: reasons of aborted / failed transitions,
+    oldest first. ``transitions``: every audited transition, oldest first."""
+
+    plan_id: int
+    plan_status: str
+    previous_plan_id: int | None
+    phase: str | None
+    state: str | None
+    in_progress: bool
+    live: bool
+    steps_done: int | None
+    steps_total: int | None
+    current_step: str
+    loads_pending: tuple[str, ...]
+    draining: tuple[str, ...]
+    blocked: tuple[str, ...]
+    loaded: int
+    evicted: int
+    moved: int
+    errors: tuple[str, ...]
+    transitions: tuple[dict[str, Any], ...]
 
 
 class RolloutService:
-    """Rollouts of placement plans; ``inference`` is the InferenceService (may be None)."""
+    """Rollouts of placement plans; ``inference`` is the InferenceService (may be None: then
+    only ``progress`` works, from the audit log)."""
 
     def __init__(
         self,
@@ -108,17 +165,32 @@ class RolloutService:
         if busy is not None:
             raise Conflict(f"rollout of plan {busy.plan_id} is {busy.state}; wait or roll back")
         event = self.placement_event(plan_id)
+        replicas = getattr(runtime.snapshot(), "replicas", ())
+        previous = self._active_plan_id()
         await runtime.ingest(event)
-        self._audit(actor, "rollout", str(plan_id), {"placements": [list(p) for p in
-                                                                      event.placements]})  # fmt: skip
+        self._audit(actor, "rollout", str(plan_id), {
+            "placements": [list(p) for p in event.placements],
+            "previous_plan_id": previous if previous != plan_id else None,
+            "steps_total": planned_steps(replicas, event.placements)})  # fmt: skip
         return event
 
-    async def rollback(self, actor: str) -> None:
-        """Ask the core to go back to the placement before the last completed rollout."""
+    async def rollback(self, actor: str, plan_id: int | None = None) -> None:
+        """Ask the core to go back to the placement before the last completed rollout. With
+        ``plan_id``: NotFound for an unknown plan, Conflict unless the live runtime's last
+        rollout is that plan's and it completed."""
         runtime = self.runtime
         self.attach()
+        if plan_id is not None:
+            self._plans.get(plan_id)  # NotFound names it
+            ro = runtime.snapshot().rollout
+            if ro is None or ro.plan_id != str(plan_id) or ro.state != "completed":
+                last = "none" if ro is None else f"plan {ro.plan_id} ({ro.state})"
+                raise Conflict(
+                    f"placement_plan {plan_id}: only the last completed rollout can be rolled "
+                    f"back; the live runtime's last rollout is {last}"
+                )
         await runtime.ingest(RollbackRequested(f"operator {actor} asked for a rollback"))
-        self._audit(actor, "rollback", "", {})
+        self._audit(actor, ROLLBACK, "" if plan_id is None else str(plan_id), {})
 
     def record_transition(self, t: RolloutTransition) -> None:
         """The actuator's hook (loop thread): queue the audit + status change; never blocks."""
@@ -135,13 +207,123 @@ class RolloutService:
             if t.to_state == "completed" and not suffix:
                 self._plans.activate(SYSTEM_ACTOR, int(base))
             elif (t.to_state == "aborted" and not suffix and "superseded" not in t.reason) or (
-                t.to_state == "completed" and suffix == "rollback"
+                t.to_state == "completed" and suffix == ROLLBACK
             ):
-                self._plans.update(SYSTEM_ACTOR, int(base), status="rolled_back")
+                self.restore(SYSTEM_ACTOR, int(base), t.reason)
         except Exception:  # a bookkeeping failure must not stop later transitions
             log.exception("could not record rollout transition %r", t)
+
+    def restore(self, actor: str, plan_id: int, why: str) -> None:
+        """One transaction: ``plan_id`` becomes ``rolled_back`` and the plan active before its
+        rollout (from the rollout's audit record) ``active`` again; any other active plan is
+        retired. Each change is audited; when ``plan_id`` changes, the previous plan gets an
+        audit record even if it already was active (a failed load never retired it), so its
+        history shows it in force again. Nothing is written when nothing changes (the
+        aborted rollout's own rollback completing later)."""
+        previous = self._previous_plan_id(plan_id)
+        with session_scope(self._factory) as session:
+            plans = PlacementPlanRepository(session)
+            target = plans.get(plan_id)
+            if target is None or target.status == "rolled_back":
+                return
+            wanted = {plan_id: "rolled_back"}
+            prev = None if previous is None else plans.get(previous)
+            if prev is not None and prev.status != "rolled_back":  # never revive a rolled-back plan
+                wanted[previous] = "active"
+            for old in plans.list(status="active"):
+                wanted.setdefault(old.id, "retired")
+            for pid, status in sorted(wanted.items()):
+                before = plans.get(pid)
+                if before.status == status and pid != previous:
+                    continue
+                after = plans.update(pid, status=status) if before.status != status else before
+                action = {"active": "reactivate", "rolled_back": "roll_back"}.get(status, "retire")
+                write_audit(session, at=self._clock(), actor=actor, action=action,
+                            entity_type="placement_plan", entity_id=pid, before=jsonable(before),
+                            after={**jsonable(after), "why": why})  # fmt: skip
+
+    def _active_plan_id(self) -> int | None:
+        active = self._plans.list(status="active")
+        return active[-1].id if active else None
+
+    def _records(self, session: Session, plan_id: int) -> list[m.AuditRecord]:
+        ids = (str(plan_id), f"{plan_id}:{ROLLBACK}")
+        q = select(m.AuditRecord).where(m.AuditRecord.entity_type == ENTITY,
+                                        m.AuditRecord.entity_id.in_(ids))  # fmt: skip
+        return list(session.scalars(q.order_by(m.AuditRecord.id)))
+
+    def _previous_plan_id(self, plan_id: int) -> int | None:
+        with session_scope(self._factory) as session:
+            starts = [r for r in self._records(session, plan_id) if r.action == "rollout"]
+            return (starts[-1].after or {}).get("previous_plan_id") if starts else None
+
+    def progress(self, plan_id: int) -> RolloutProgress:
+        """The plan's rollout progress: live figures when the running core's rollout is this
+        plan's (or its rollback), else what the audit log says. NotFound for an unknown plan."""
+        plan = self._plans.get(plan_id)
+        with session_scope(self._factory) as session:
+            records = self._records(session, plan_id)
+            starts = [r.after or {} for r in records if r.action == "rollout"]
+            moves = [(r.entity_id, r.at, r.after or {}) for r in records
+                     if r.action.startswith("transition:")]  # fmt: skip
+        transitions = tuple(
+            {"at": at.isoformat(), "phase": ROLLBACK if eid.endswith(ROLLBACK) else "rollout",
+             "from": a.get("from"), "to": a.get("to"), "reason": a.get("reason")}
+            for eid, at, a in moves
+        )  # fmt: skip
+        errors = tuple(str(t["reason"]) for t in transitions if t["to"] in _ERRORS)
+        start = starts[-1] if starts else {}
+        total = start.get("steps_total")
+        return _progress_view(plan_id, plan.status, start.get("previous_plan_id"),
+                              self._live_view(plan_id), transitions, errors, total)  # fmt: skip
+
+    def _live_view(self, plan_id: int) -> Any:
+        runtime = getattr(self._inference, "runtime", None)
+        ro = None if runtime is None else runtime.snapshot().rollout
+        ok = ro is not None and ro.plan_id in (str(plan_id), f"{plan_id}:{ROLLBACK}")
+        return ro if ok else None
 
     def _audit(self, actor: str, action: str, entity_id: str, after: dict[str, Any]) -> None:
         with session_scope(self._factory) as session:
             write_audit(session, at=self._clock(), actor=actor, action=action, entity_type=ENTITY,
                         entity_id=entity_id, before=None, after=after)  # fmt: skip
+
+
+def _progress_view(plan_id: int, status: str, previous: int | None, ro: Any,
+                   transitions: tuple[dict[str, Any], ...], errors: tuple[str, ...],
+                   planned: int | None) -> RolloutProgress:  # fmt: skip
+    """Assemble the view from the live rollout ``ro`` (None: audit only)."""
+    if ro is None:
+        last = transitions[-1] if transitions else None
+        state = None if last is None else last["to"]
+        # the audit log knows the step count only of a rollout that completed
+        done = planned if state == "completed" and last["phase"] == "rollout" else None
+        return RolloutProgress(
+            plan_id, status, previous, None if last is None else last["phase"], state,
+            state in _IN_PROGRESS, False, done, done,
+            "never rolled out" if last is None else f"{state}: {last['reason']}",
+            (), (), (), 0, 0, 0, errors, transitions,
+        )  # fmt: skip
+    phase = ROLLBACK if ro.rollback else "rollout"
+    done = ro.loaded + ro.evicted
+    left = len(ro.loads_pending) + len(ro.draining) + len(ro.blocked)
+    total = done + left if ro.rollback or planned is None else max(planned, done + left)
+    if ro.state == "completed":  # whatever the estimate said, every step is done now
+        done = total = done if ro.rollback or planned is None else max(planned, done)
+    return RolloutProgress(
+        plan_id, status, previous, phase, ro.state, ro.state in _IN_PROGRESS, True, done, total,
+        _current_step(ro), tuple(ro.loads_pending), tuple(ro.draining), tuple(ro.blocked),
+        ro.loaded, ro.evicted, ro.moved, errors, transitions,
+    )  # fmt: skip
+
+
+def _current_step(ro: Any) -> str:
+    """A sentence for the console: what the rollout is doing now."""
+    if ro.state == "loading":
+        what = f"loading {len(ro.loads_pending)} replica(s): {', '.join(ro.loads_pending)}"
+        if ro.blocked:
+            what += f"; waiting for memory: {', '.join(ro.blocked)}"
+        return what
+    if ro.state == "draining":
+        return f"draining {len(ro.draining)} replica(s): {', '.join(ro.draining)}"
+    return f"{ro.state}: {ro.reason}"

@@ -1,6 +1,6 @@
 """All tables of the control-plane schema; importing this package fills ``Base.metadata``."""
 
-from db.models.analysis import Trace, WhatIfRun
+from db.models.analysis import FidelityReport, Trace, WhatIfRun
 from db.models.audit import AuditRecord
 from db.models.catalog import ModelLatencyProfile, ServedModel
 from db.models.fleet import Device, Node
@@ -14,6 +14,7 @@ __all__ = [
     "AuditRecord",
     "Cohort",
     "Device",
+    "FidelityReport",
     "HeadroomReservation",
     "ModelLatencyProfile",
     "Node",

@@ -1,11 +1,11 @@
-"""Analysis aggregate: stored traces and what-if runs of the digital twin."""
+"""Analysis aggregate: stored traces, what-if runs and fidelity reports of the digital twin."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, String, Text
+from sqlalchemy import JSON, CheckConstraint, Float, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, created_at_column
@@ -47,3 +47,29 @@ class WhatIfRun(Base):
     created_at: Mapped[datetime] = created_at_column()
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class FidelityReport(Base):
+    """One measurement of the twin's error against the live stack on a trace slice.
+
+    Append-only: a row is written once per ``legato sim validate --store`` (or API run) and
+    never changed. Errors are ratios and percentage points (floats: they are measurements, not
+    quota or billing quantities).
+    """
+
+    __tablename__ = "fidelity_reports"
+    __table_args__ = (
+        CheckConstraint("p50_error >= 0", name="p50_error_nonnegative"),
+        CheckConstraint("p99_error >= 0", name="p99_error_nonnegative"),
+        Index("ix_fidelity_reports_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[datetime] = created_at_column()
+    trace: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    p50_error: Mapped[float] = mapped_column(Float)
+    p99_error: Mapped[float] = mapped_column(Float)
+    slo_attainment_error_pp: Mapped[float] = mapped_column(Float)
+    live: Mapped[dict[str, Any]] = mapped_column(JSON)
+    twin: Mapped[dict[str, Any]] = mapped_column(JSON)

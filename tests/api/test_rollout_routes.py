@@ -131,3 +131,80 @@ async def test_rollback_ingests_request_and_completed_rollback_marks_plan(admin,
     await _settle(stack)
     plan = (await admin.get(f"/admin/placement-plans/{world['plan']}")).json()
     assert plan["status"] == "rolled_back"
+
+
+PROGRESS_KEYS = {
+    "plan_id", "plan_status", "previous_plan_id", "phase", "state", "in_progress", "live",
+    "steps_done", "steps_total", "current_step", "loads_pending", "draining", "blocked",
+    "loaded", "evicted", "moved", "errors", "transitions",
+}  # fmt: skip
+
+
+def _view(plan_id: str, state: str, rollback: bool = False, **kw) -> SimpleNamespace:
+    base = dict(loads_pending=(), draining=(), blocked=(), loaded=0, evicted=0, moved=0,
+                reason="r", started_at=0.0)  # fmt: skip
+    return SimpleNamespace(plan_id=plan_id, state=state, rollback=rollback, **{**base, **kw})
+
+
+async def test_progress_without_runtime_reads_the_audit_log(admin, stack):
+    world = await _plan(admin)
+    r = await admin.get(f"/admin/placement-plans/{world['plan']}/rollout")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == PROGRESS_KEYS
+    assert (body["phase"], body["state"], body["live"]) == (None, None, False)
+    assert (await admin.get("/admin/placement-plans/999/rollout")).status_code == 404
+
+
+async def test_progress_while_loading_then_after_a_failed_load(admin, stack, runtime):
+    world = await _plan(admin)
+    plan = str(world["plan"])
+    assert (await admin.post(f"/admin/placement-plans/{plan}/rollout")).status_code == 202
+    runtime.rollout = _view(plan, "loading", loads_pending=("minilm-embed:1@cpu:0#1",))
+    body = (await admin.get(f"/admin/placement-plans/{plan}/rollout")).json()
+    assert (body["live"], body["in_progress"], body["steps_done"], body["steps_total"]) == (
+        True, True, 0, 2)  # fmt: skip
+    assert "minilm-embed:1@cpu:0#1" in body["current_step"]
+    hook = runtime.actuator.on_rollout
+    hook(RolloutTransition(plan, "", "loading", "start"))
+    hook(RolloutTransition(plan, "loading", "aborted", "load of x failed"))
+    await _settle(stack)
+    runtime.rollout = _view(f"{plan}:rollback", "loading", rollback=True)
+    body = (await admin.get(f"/admin/placement-plans/{plan}/rollout")).json()
+    assert (body["phase"], body["plan_status"], body["errors"]) == (
+        "rollback", "rolled_back", ["load of x failed"])  # fmt: skip
+    assert [t["to"] for t in body["transitions"]] == ["loading", "aborted"]
+    assert body["transitions"][0]["from"] == ""
+
+
+async def test_plan_rollback_route(admin, stack, runtime):
+    world = await _plan(admin)
+    plan = world["plan"]
+    r = await admin.post(f"/admin/placement-plans/{plan}/rollback")
+    assert r.status_code == 409, r.text  # never rolled out here
+    assert (await admin.post("/admin/placement-plans/999/rollback")).status_code == 404
+    runtime.rollout = _view(str(plan), "completed")
+    r = await admin.post(f"/admin/placement-plans/{plan}/rollback")
+    assert r.status_code == 202, r.text
+    assert r.json()["plan_id"] == str(plan)
+    assert isinstance(runtime.events[-1], RollbackRequested)
+
+
+async def test_rollback_reactivates_the_previous_plan(admin, stack, runtime):
+    first = (await _plan(admin))["plan"]
+    assert (await admin.post(f"/admin/placement-plans/{first}/activate")).status_code == 200
+    second = (await admin.post("/admin/placement-plans", json={"note": "q"})).json()["id"]
+    placements = (await admin.get("/admin/placements", params={"plan_id": first})).json()
+    for p in placements["items"]:
+        body = {k: p[k] for k in ("model_id", "device_ids", "replicas", "pool")}
+        await admin.post("/admin/placements", json={**body, "plan_id": second})
+    assert (await admin.post(f"/admin/placement-plans/{second}/rollout")).status_code == 202
+    hook = runtime.actuator.on_rollout
+    hook(RolloutTransition(str(second), "draining", "completed", "done"))
+    hook(RolloutTransition(f"{second}:rollback", "draining", "completed", "restored"))
+    await _settle(stack)
+    status = {p: (await admin.get(f"/admin/placement-plans/{p}")).json()["status"]
+              for p in (first, second)}  # fmt: skip
+    assert status == {first: "active", second: "rolled_back"}
+    audit = (await admin.get("/admin/audit", params={"entity_id": str(first)})).json()
+    assert "reactivate" in {a["action"] for a in audit["items"]}

@@ -16,11 +16,18 @@ MAIN = Path(__file__).resolve().parents[2] / "app" / "main.py"
 
 
 @pytest.fixture(scope="session")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """The real admin API over a seeded SQLite database (no live runtime)."""
+def api_db_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The seeded SQLite database under :func:`api` (for facts no admin route writes)."""
     url = f"sqlite:///{tmp_path_factory.mktemp('console') / 'legato.db'}"
     seed(url)
-    served = serve_in_thread(build_app(url, ADMIN_TOKEN))
+    return url
+
+
+@pytest.fixture(scope="session")
+def api(api_db_url: str) -> Iterator[Served]:
+    """The real admin API over a seeded SQLite database (no live runtime, the twin's what-if
+    engine in worker processes)."""
+    served = serve_in_thread(build_app(api_db_url, ADMIN_TOKEN))
     yield served
     served.stop()
 

@@ -22,6 +22,7 @@ import uvicorn
 
 from control.api.app import create_app
 from control.api.settings import GatewayConfig
+from control.api.twin import TwinEngine
 from control.config import Settings
 from control.executor.base import DeviceInfo, ModelRef
 from control.services import build_services
@@ -103,9 +104,11 @@ def build_app(url: str, token: str, live: bool = False, cache: Path | None = Non
         finally:
             await inference.stop()
 
-    return create_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60),
-                      spec_validator=validator, inference=inference,
-                      lifespan=lifespan if live else None)  # fmt: skip
+    app = create_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60),
+                     spec_validator=validator, inference=inference,
+                     whatif_engine=TwinEngine(factory, url),
+                     lifespan=lifespan if live else None)  # fmt: skip
+    return app
 
 
 @dataclass

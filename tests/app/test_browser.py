@@ -1,5 +1,6 @@
 """The console in a real browser (Playwright driving Debian's Chromium) against the whole stack
-as subprocesses: sign in, visit every page, edit a DAG node, change a quota. Screenshots go to
+as subprocesses: sign in, visit every page, edit a DAG node, change a quota, preview an edited
+headroom reservation in the twin and save it. Screenshots go to
 tests/artifacts/console/ (git-ignored)."""
 
 from __future__ import annotations
@@ -67,7 +68,31 @@ def test_sign_in_visit_every_page_edit_dag_and_quota(stack: b.Stack) -> None:
         page.get_by_text("Quota saved.").wait_for()
         page.screenshot(path=str(SHOTS / "10-quota_saved.png"), full_page=True)
 
+        b.open_page(page, "Devices and headroom")
+        b.settle(page)
+        page.get_by_label("Reservation to edit").click()
+        page.get_by_role("option", name="burst-buffer").click()
+        b.settle(page)
+        percent = page.get_by_label("Reserved (% of each device)")
+        percent.fill("30")
+        percent.press("Enter")
+        b.settle(page)
+        page.get_by_role("button", name="Preview in twin").click()
+        page.get_by_text("edited burst-buffer:").first.wait_for(timeout=90_000)
+        b.settle(page)
+        page.screenshot(path=str(SHOTS / "11-headroom_preview.png"), full_page=True)
+        page.get_by_role("button", name="Save").click()
+        page.get_by_text("Reservation 'burst-buffer' saved.").wait_for()
+
+        b.open_page(page, "What-if")
+        b.settle(page)
+        page.locator(".js-plotly-plot .main-svg").first.wait_for()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(SHOTS / "12-whatif_results.png"), full_page=True)
+
     with _admin(stack) as http:
+        reservation = http.get("/admin/headroom", params={"name": "burst-buffer"}).json()
+        assert reservation["items"][0]["reserved_milli"] == 300
         agent = {w["version"]: w for w in
                  http.get("/admin/workflows", params={"name": "agent"}).json()["items"]}  # fmt: skip
         answer = next(n for n in agent["2"]["spec"]["nodes"] if n["id"] == "answer")

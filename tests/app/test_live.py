@@ -87,3 +87,85 @@ def test_workflow_test_run_shows_outputs_and_per_node_timing(live_api: Served, m
         keys = http.get("/admin/keys", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
     test_keys = [k for k in keys["items"] if k["label"] == "console test run"]
     assert test_keys and all(k["revoked_at"] for k in test_keys)  # the temporary key is revoked
+
+
+def _wait_plan(api: Served, plan_id: int, status: str, at: AppTest, timeout_s: float = 60) -> None:
+    """Rerun the page (as its progress fragment would) until the plan reaches ``status``."""
+    import time
+
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with httpx.Client(base_url=api.url, headers=admin) as http:
+            plan = http.get(f"/admin/placement-plans/{plan_id}").json()
+        if plan["status"] == status:
+            return
+        if time.monotonic() > deadline:
+            with httpx.Client(base_url=api.url, headers=admin) as http:
+                progress = http.get(f"/admin/placement-plans/{plan_id}/rollout").json()
+            raise AssertionError(f"plan {plan_id} stayed {plan['status']}: {progress}")
+        time.sleep(0.5)
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+
+
+def test_draft_is_rolled_out_and_rolled_back_from_the_console(live_api, monkeypatch) -> None:
+    monkeypatch.setenv("LEGATO_API_URL", live_api.url)
+    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=live_api.url, headers=admin) as http:
+        devices = http.get("/admin/devices", params={"limit": 1000}).json()["items"]
+        cpu = next(d["id"] for d in devices if d["name"] == "cpu:0")
+        models = {m["name"]: m["id"] for m in http.get("/admin/models").json()["items"]}
+        plan = http.post("/admin/placement-plans", json={"note": "two tiny-gen"}).json()["id"]
+        for name, replicas in (("tiny-gen", 2), ("tiny-embed", 1)):
+            r = http.post("/admin/placements", json={"plan_id": plan, "model_id": models[name],
+                          "device_ids": [cpu], "replicas": replicas, "pool": "hot"})  # fmt: skip
+            assert r.status_code == 201, r.text
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    open_page(at, "placement.py")
+    at.selectbox(key="plan_pick").select(plan).run()
+    at.button(key="plan_rollout").click().run()
+    assert not at.error, [e.value for e in at.error]
+    shown = [s.value for s in at.success] + [p.proto.text for p in at.get("progress")]
+    # the confirmation, unless the tiny rollout already finished and the page moved on
+    assert any(f"Rollout of plan #{plan} started" in t or f"plan #{plan}: completed" in t
+               for t in shown), shown  # fmt: skip
+    _wait_plan(live_api, plan, "active", at)
+    at.run()
+    bar = at.get("progress")[0].proto
+    assert bar.value == 100 and bar.text.startswith(f"Rollout of plan #{plan}: completed")
+    at.button(key="plan_back").click().run()
+    assert not at.error, [e.value for e in at.error]
+    _wait_plan(live_api, plan, "rolled_back", at)
+    at.run()
+    text = at.get("progress")[0].proto.text
+    assert text.startswith(f"Rollback of plan #{plan}: completed"), text
+    assert at.button(key="plan_back").disabled  # rolled back already: nothing left to undo
+
+
+def test_rollout_the_api_refuses_is_shown_and_changes_nothing(live_api, monkeypatch) -> None:
+    monkeypatch.setenv("LEGATO_API_URL", live_api.url)
+    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=live_api.url, headers=admin) as http:
+        devices = http.get("/admin/devices", params={"limit": 1000}).json()["items"]
+        gpu = next(d["id"] for d in devices if d["name"] == "gpu-a-0" and not d["is_real"])
+        models = http.get("/admin/models", params={"limit": 1000}).json()["items"]
+        model = next(m["id"] for m in models if m["name"] == "tiny-gen")
+        plan = http.post("/admin/placement-plans", json={"note": "declared only"}).json()["id"]
+        r = http.post("/admin/placements", json={"plan_id": plan, "model_id": model,
+                      "device_ids": [gpu], "replicas": 1, "pool": "hot"})  # fmt: skip
+        assert r.status_code == 201, r.text
+        before = http.get("/admin/snapshot").json()["replicas"]
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    open_page(at, "placement.py")
+    at.selectbox(key="plan_pick").select(plan).run()
+    at.button(key="plan_rollout").click().run()
+    messages = [e.value for e in at.error]
+    assert any("409" in m and "real device" in m for m in messages), messages
+    with httpx.Client(base_url=live_api.url, headers=admin) as http:
+        assert http.get(f"/admin/placement-plans/{plan}").json()["status"] == "draft"
+        assert http.get("/admin/snapshot").json()["replicas"] == before

@@ -79,13 +79,14 @@ def test_headroom_reservation_is_added_and_bad_percent_refused(api, console) -> 
     console.radio(key="hr_scope").set_value("accelerator")
     console.selectbox(key="hr_accel").select("H100-80GB")
     console.number_input(key="hr_percent").set_value(12.0)
-    console.button[-2].click().run()  # "Create reservation"
+    console.button(key="hr_save").click().run()
     made = _rows(api, "/admin/headroom", name="ui-h100-burst")
     assert made and made[0]["reserved_milli"] == 120
     assert made[0]["selector"] == {"accelerator": "H100-80GB"}
+    console.selectbox(key="hr_pick").set_value(None).run()
     console.text_input(key="hr_name").input("ui-too-much")
     console.number_input(key="hr_percent").set_value(80.0)
-    console.button[-2].click().run()
+    console.button(key="hr_save").click().run()
     assert not _rows(api, "/admin/headroom", name="ui-too-much")
     assert any(e.value.startswith("reserved_milli:") for e in console.error), [
         e.value for e in console.error
@@ -144,13 +145,24 @@ def test_placement_draft_edit_shows_in_the_diff(api, console) -> None:
     assert any("1 change(s)" in s.value for s in console.subheader)
 
 
-def test_whatif_without_engine_shows_the_api_message(api, console) -> None:
+def test_whatif_runs_variants_on_the_twin_and_shows_deltas(api, console) -> None:
+    from tests.app.test_headroom_preview import wait_for_twin
+
     open_page(signed_in(console), "whatif.py")
-    console.slider(key="wi_headroom").set_value(20)
+    console.slider(key="wi_headroom").set_value(30)
+    console.slider(key="wi_quota").set_value(50)
+    console.number_input(key="wi_requests").set_value(60)
+    console.number_input(key="wi_seeds").set_value(2)
     console.button[0].click().run()
-    assert any("no what-if engine" in e.value for e in console.error), [
-        e.value for e in console.error
-    ]
+    assert not console.error, [e.value for e in console.error]
+    wait_for_twin(console, "whatif")
+    run = _rows(api, "/admin/whatif")[-1]
+    assert run["status"] == "succeeded", run["error"]
+    assert run["scenario"]["requested"] == {"headroom 30%": {"headroom_reserved_milli": 300},
+                                            "quotas x50%": {"quota_scale_milli": 500}}  # fmt: skip
+    table = next(d.value for d in console.dataframe if "twin_error" in d.value.columns)
+    assert set(table["variant_name"]) == {"headroom 30%", "quotas x50%"}
+    assert len(console.get("plotly_chart")) == 2  # one chart per variant
 
 
 def test_audit_filter_narrows_the_log(api, console) -> None:
@@ -159,3 +171,36 @@ def test_audit_filter_narrows_the_log(api, console) -> None:
     caption = next(c.value for c in console.caption if "record(s) match" in c.value)
     total = int(caption.split()[0])
     assert 0 < total < len(_rows(api, "/admin/audit"))
+
+
+def test_rollout_without_live_runtime_shows_the_api_message_and_changes_nothing(
+    api, console
+) -> None:
+    open_page(signed_in(console), "placement.py")
+    if not _rows(api, "/admin/placement-plans", status="draft"):
+        console.button(key="plan_new").click().run()
+    pick = console.selectbox(key="plan_pick").value
+    assert any("Rollouts need the live runtime" in i.value for i in console.info)
+    console.button(key="plan_rollout").click().run()
+    messages = [e.value for e in console.error]
+    assert any("503" in m and "live runtime" in m for m in messages), messages
+    plan = next(p for p in _rows(api, "/admin/placement-plans") if p["id"] == pick)
+    assert plan["status"] == "draft"
+    assert console.button(key="plan_back").disabled  # nothing was rolled out: nothing to undo
+    assert len(_rows(api, "/admin/placement-plans", status="active")) == 1
+
+
+def test_draft_is_simulated_in_the_twin_with_its_deltas(api, console) -> None:
+    from tests.app.test_headroom_preview import wait_for_twin
+
+    open_page(signed_in(console), "placement.py")
+    if not _rows(api, "/admin/placement-plans", status="draft"):
+        console.button(key="plan_new").click().run()
+    pick = console.selectbox(key="plan_pick").value
+    console.button(key="plan_sim").click().run()
+    wait_for_twin(console, "plan_sim")
+    run = _rows(api, "/admin/whatif")[-1]
+    assert run["status"] == "succeeded", run["error"]
+    assert run["scenario"]["requested"] == {f"plan #{pick}": {"plan_id": pick}}
+    table = next(d.value for d in console.dataframe if "twin_error" in d.value.columns)
+    assert set(table["variant_name"]) == {f"plan #{pick}"}

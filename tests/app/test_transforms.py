@@ -212,12 +212,18 @@ def test_dag_figure_marks_problem_nodes_red_and_points_edges_forward() -> None:
 
 def test_whatif_bars_colour_by_verdict() -> None:
     deltas = [
-        {"metric": "p99", "baseline": 2.0, "variant": 1.0, "ci95": 0.1, "better": True},
-        {"metric": "jain", "baseline": 0.9, "variant": 0.8, "ci95": 0.01, "better": False},
-    ]
-    fig = charts.whatif_bars(deltas, "spread")
-    assert list(fig.data[1].marker.color) == ["#2a9d8f", charts.BAD]
-    assert list(fig.data[1].error_y.array) == [0.1, 0.01]
+        {"metric": "p99", "baseline": 2.0, "variant": 1.0, "delta": -1.0, "ci95": 0.1,
+         "better": True},
+        {"metric": "jain", "baseline": 0.8, "variant": 0.6, "delta": -0.2, "ci95": 0.02,
+         "better": False},
+        {"metric": "rejected", "baseline": 0.0, "variant": 0.0, "delta": 0.0, "ci95": 0.0,
+         "better": None},
+    ]  # fmt: skip
+    fig = charts.whatif_bars(deltas, "spread", {"p99": "p99 latency (s)"})
+    assert list(fig.data[0].x) == ["p99 latency (s)", "jain"]  # no relative change from 0
+    assert list(fig.data[0].y) == [-50.0, -25.0]
+    assert list(fig.data[0].marker.color) == [charts.OK, charts.BAD]
+    assert list(fig.data[0].error_y.array) == [5.0, 2.5]
 
 
 def test_api_error_finds_messages_about_a_field() -> None:
@@ -245,3 +251,14 @@ def test_quota_bars_show_use_as_share_and_flag_exhausted() -> None:
                              {"tenant": "b", "resource": "r", "used": 12, "nominal": 10}])  # fmt: skip
     assert list(fig.data[0].y) == [0.5, 1.2]
     assert list(fig.data[0].marker.color) == ["#457b9d", charts.BAD]
+
+
+def test_live_charts_count_seconds_back_from_the_latest_sample() -> None:
+    heat = charts.memory_heatmap([{"t": 11700.0, "devices": {"cpu:0": 0.25}},
+                                  {"t": 11702.5, "devices": {"cpu:0": 0.5}}])  # fmt: skip
+    assert list(heat.data[0].x) == [-2.5, 0.0]
+    assert heat.data[0].texttemplate  # few samples: the share is printed in each cell
+    lines = charts.queue_depth_lines([{"t": 500.0, "queued": {"acme": 2}},
+                                      {"t": 501.0, "queued": {"acme": 0, "globex": 1}}])  # fmt: skip
+    assert [list(tr.x) for tr in lines.data] == [[-1.0, 0.0], [-1.0, 0.0]]
+    assert [list(tr.y) for tr in lines.data] == [[2, 0], [0, 1]]

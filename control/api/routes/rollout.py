@@ -1,18 +1,24 @@
-"""Admin routes that roll placement plans out on the live runtime (and back).
+"""Admin routes that roll placement plans out on the live runtime (and back), and show progress.
 
 ``POST /admin/placement-plans/{id}/rollout`` starts converging the live fleet to the plan's
-placements on the real devices; ``POST /admin/placement-plans/rollback`` goes back to the
-placement before the last completed rollout. Both answer 202 at once: progress shows in the
-snapshot's ``rollout`` and in the audit log. 409 while another rollout is in progress, 503
-without a live runtime.
+placements on the real devices; ``POST /admin/placement-plans/{id}/rollback`` goes back to the
+placement before that plan's rollout (409 unless it is the live runtime's last completed
+rollout); ``POST /admin/placement-plans/rollback`` does the same for whatever rollout completed
+last. The POSTs answer 202 at once; ``GET /admin/placement-plans/{id}/rollout`` shows progress
+(see :func:`rollout_progress` for the JSON). 409 while another rollout is in progress, 503
+without a live runtime (the GET works without one, from the audit log).
+
+Plan lifecycle: a completed rollout makes the plan ``active`` (the previous active plan
+``retired``); a failed load (the core restores the previous placement) or a completed rollback
+makes it ``rolled_back`` and the plan active before it ``active`` again; all audited.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from control.api.auth import Principal, require_admin
 from control.api.crud import IntId
@@ -43,13 +49,51 @@ class RolloutStarted(BaseModel):
 
 
 class RollbackStarted(BaseModel):
+    plan_id: str | None = None
     status: str = "rollback requested"
 
 
-def rollouts(gw: Gateway) -> RolloutService:
-    """The gateway's rollout service, built once per inference service (503 without one)."""
+class RolloutTransitionOut(BaseModel):
+    at: str = Field(description="when it was recorded (ISO 8601)")
+    phase: str = Field(description="rollout | rollback")
+    from_: str | None = Field(alias="from", description="state before ('' when it started)")
+    to: str | None = Field(description="state after")
+    reason: str | None
+
+    model_config = {"populate_by_name": True}
+
+
+class RolloutProgressOut(BaseModel):
+    """Progress of one plan's rollout (fields as ``control.services.rollout.RolloutProgress``)."""
+
+    plan_id: int
+    plan_status: str = Field(description="draft | simulated | active | retired | rolled_back")
+    previous_plan_id: int | None = Field(description="plan active when the rollout started")
+    phase: str | None = Field(description="rollout | rollback; null: never rolled out")
+    state: str | None = Field(description="loading | draining | completed | aborted | failed")
+    in_progress: bool
+    live: bool = Field(description="figures from the running core (false: audit log only)")
+    steps_done: int | None = Field(description="replica loads + evictions done")
+    steps_total: int | None = Field(description="replica loads + evictions needed (null: unknown)")
+    current_step: str
+    loads_pending: list[str]
+    draining: list[str]
+    blocked: list[str] = Field(description="'model@devices' loads waiting for memory")
+    loaded: int
+    evicted: int
+    moved: int = Field(description="queued steps moved off draining replicas")
+    errors: list[str] = Field(description="reasons of aborted / failed transitions, oldest first")
+    transitions: list[RolloutTransitionOut]
+
+
+def rollouts(gw: Gateway, need_runtime: bool = True) -> RolloutService:
+    """The gateway's rollout service, built once per inference service (503 without a runtime
+    unless ``need_runtime`` is False: then a service that only reads progress)."""
     if gw.inference is None or getattr(gw.inference, "runtime", None) is None:
-        raise ServiceUnavailable("no live runtime: rollouts need a running gateway runtime")
+        if need_runtime:
+            raise ServiceUnavailable("no live runtime: rollouts need a running gateway runtime")
+        plans = gw.services.plans
+        return RolloutService(gw.services.factory, plans, None)  # reads only: no cache needed
     svc = gw.extras.get("rollouts")
     if svc is None or svc[0] is not gw.inference:
         svc = (gw.inference, RolloutService(gw.inference.factory, gw.services.plans, gw.inference))
@@ -65,6 +109,32 @@ async def rollout_plan(request: Request, item_id: IntId, who: Admin) -> RolloutS
     placements = [RolloutPlacement(model=k, device_ids=list(d), replicas=n, pool=p)
                   for k, d, n, p in event.placements]  # fmt: skip
     return RolloutStarted(plan_id=event.plan_id, placements=placements)
+
+
+@router.get("/admin/placement-plans/{item_id}/rollout")
+async def rollout_progress(request: Request, item_id: IntId) -> RolloutProgressOut:
+    """Progress of the plan's rollout (or of its rollback), for the console to poll.
+
+    JSON: ``{"plan_id": 12, "plan_status": "active", "previous_plan_id": 11,
+    "phase": "rollout", "state": "loading", "in_progress": true, "live": true,
+    "steps_done": 1, "steps_total": 3, "current_step": "loading 1 replica(s): m:1@cpu:0#2",
+    "loads_pending": ["m:1@cpu:0#2"], "draining": [], "blocked": [], "loaded": 1,
+    "evicted": 0, "moved": 0, "errors": [], "transitions": [{"at": "2026-11-29T23:40:00",
+    "phase": "rollout", "from": "", "to": "loading", "reason": "..."}]}``.
+    ``phase``/``state`` are null for a plan never rolled out; ``live`` false means the figures
+    come from the audit log only (e.g. no runtime, or another plan's rollout runs now)."""
+    view = rollouts(gateway(request), need_runtime=False).progress(item_id)
+    out: dict[str, Any] = {**view.__dict__}
+    out["transitions"] = [RolloutTransitionOut(**t) for t in view.transitions]
+    return RolloutProgressOut(**out)
+
+
+@router.post("/admin/placement-plans/{item_id}/rollback", status_code=202)
+async def rollback_one(request: Request, item_id: IntId, who: Admin) -> RollbackStarted:
+    """Roll back this plan: the placement before its rollout is restored the same safe way;
+    when that completes the plan is ``rolled_back`` and the previous plan ``active`` again."""
+    await rollouts(gateway(request)).rollback(who.actor, item_id)
+    return RollbackStarted(plan_id=str(item_id))
 
 
 @router.post("/admin/placement-plans/rollback", status_code=202)

@@ -4,7 +4,11 @@ results (list/get/delete come from the generic CRUD router).
 The engine (:class:`control.api.twin.TwinEngine` over the twin's ``control.services.whatif``)
 is optional: it offers ``submit(actor, run_id)``, which starts the run in the background and
 moves its ``status``/``progress_milli``/``results`` through ``WhatIfService``, and may offer
-``prepare(scenario)`` (a missing ``baseline`` becomes the live fleet under ``workload``).
+``prepare(scenario)``: a missing (or ``"active"``) ``baseline`` becomes the fleet in force under
+``workload`` (``trace_name`` a stored trace), and variants may name operator changes
+(``headroom_set``: reservations as they would be saved; ``headroom_reserved_milli``,
+``quota_scale_milli``, ``plan_id``, ``workflow``), which become the twin's sections. A change
+that could not be saved is a 422 naming its field, and nothing is stored.
 Without an engine, submitting is a 503 that says so and the run stays ``pending``.
 """
 

@@ -8,13 +8,12 @@ where or when steps run: that is the engine's job.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from control.core.actions import InputBinding
-from control.core.dag.spec import INPUT_NODE, PORTS, DagSpec, EdgeSpec, NodeSpec
+from control.core.dag.compiled import CompiledDag
+from control.core.dag.spec import INPUT_NODE, EdgeSpec, NodeSpec
 from control.core.types import InputRef
 
 
@@ -44,81 +43,6 @@ class StepRef:
     #: earlier attempts of this node (chunk) lost with their device; they do not count
     #: against the node's ``retries``
     losses: int = 0
-
-
-class CompiledDag:
-    """Static structure of a spec, computed once per registered workflow."""
-
-    def __init__(self, spec: DagSpec) -> None:
-        self.spec = spec
-        self.nodes: dict[str, NodeSpec] = {n.node_id: n for n in spec.nodes}
-        self.in_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
-        self.out_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
-        for e in spec.edges:
-            self.in_edges[e.target].append(e)
-            self.out_edges[e.source].append(e)
-        self.layers = self._layers()
-        self.order = tuple(n for layer in self.layers for n in layer)
-        first = set(self.layers[0]) if self.layers else set()
-        #: models of nodes that cannot run at the start (speculative preload candidates)
-        self.later_models = tuple(
-            dict.fromkeys(
-                self.nodes[n].model for n in self.order if n not in first and self.nodes[n].model
-            )
-        )
-        self.first_models = frozenset(self.nodes[n].model for n in first if self.nodes[n].model)
-        #: (node states, ready nodes, terminal count, status) of a fresh run: it depends on the
-        #: structure only, so it is computed by the first DagRun and copied by the others
-        self.static_inputs = self._static_inputs()
-        self.initial: tuple[dict[str, NodeState], tuple[str, ...], int, str] | None = None
-
-    def _static_inputs(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
-        """Per node fed only by workflow inputs: (target field, source fields) in binding
-        order. Such bindings differ between runs only by run id, so they are built from this."""
-        out = {}
-        for node_id, node in self.nodes.items():
-            edges = self.in_edges.get(node_id, [])
-            if any(e.source != INPUT_NODE for e in edges):
-                continue
-            by_field: dict[str, list[str]] = {}
-            for e in edges:
-                if node.join == "any" and e.target_field in by_field:
-                    continue
-                by_field.setdefault(e.target_field, []).append(e.source_field)
-            out[node_id] = tuple((f, tuple(v)) for f, v in sorted(by_field.items()))
-        return out
-
-    def _layers(self) -> tuple[tuple[str, ...], ...]:
-        deps = {
-            n: {e.source for e in self.in_edges[n] if e.source != INPUT_NODE} for n in self.nodes
-        }
-        layers: list[tuple[str, ...]] = []
-        done: set[str] = set()
-        while len(done) < len(deps):
-            layer = tuple(sorted(n for n, d in deps.items() if n not in done and d <= done))
-            if not layer:
-                raise ValueError(f"workflow {self.spec.workflow!r} has a cycle; validate it first")
-            layers.append(layer)
-            done.update(layer)
-        return tuple(layers)
-
-    def critical_path(self, estimate_us: Callable[[NodeSpec], int]) -> tuple[tuple[str, ...], int]:
-        """Longest path by estimated node latency: (node ids in order, total microseconds)."""
-        best: dict[str, tuple[int, str | None]] = {}
-        for n in self.order:
-            preds = [e.source for e in self.in_edges[n] if e.source != INPUT_NODE]
-            prev = max(preds, key=lambda p: (best[p][0], p), default=None)
-            base = best[prev][0] if prev is not None else 0
-            best[n] = (base + estimate_us(self.nodes[n]), prev)
-        if not best:
-            return (), 0
-        end = max(best, key=lambda n: (best[n][0], n))
-        path: list[str] = []
-        cur: str | None = end
-        while cur is not None:
-            path.append(cur)
-            cur = best[cur][1]
-        return tuple(reversed(path)), best[end][0]
 
 
 class DagRun:
@@ -291,10 +215,11 @@ class DagRun:
             else:
                 dev, rep = locs[0] if locs else (None, None)
             return (InputRef(self.run_id, node_id, fld, dev, rep, chunk),)
-        many = len(locs) > 1
+        if len(locs) == 1:  # the common case: one step made the output
+            dev, rep = locs[0]
+            return (InputRef(self.run_id, node_id, fld, dev, rep, None),)
         return tuple(
-            InputRef(self.run_id, node_id, fld, dev, rep, i if many else None)
-            for i, (dev, rep) in enumerate(locs)
+            InputRef(self.run_id, node_id, fld, dev, rep, i) for i, (dev, rep) in enumerate(locs)
         )
 
     def _bindings(self, node: NodeSpec, chunk: int | None) -> tuple[InputBinding, ...]:
@@ -307,10 +232,15 @@ class DagRun:
                 out.append(InputBinding(f, tuple(refs)))
             return tuple(out)
         by_field: dict[str, list[InputRef]] = {}
+        state, labels, any_join = self.state, self._labels, node.join == "any"
         for e in self.dag.in_edges[node.node_id]:
-            if not self._edge_live(e) or (node.join == "any" and e.target_field in by_field):
+            src = e.source
+            live = src == INPUT_NODE or (  # ``_edge_live`` written out: every step runs this
+                state.get(src) == NodeState.DONE and (e.when is None or e.when == labels.get(src))
+            )
+            if not live or (any_join and e.target_field in by_field):
                 continue
-            if e.source == INPUT_NODE:
+            if src == INPUT_NODE:
                 refs: tuple[InputRef, ...] = (
                     InputRef(self.run_id, INPUT_NODE, e.source_field, None, None),
                 )
@@ -338,11 +268,22 @@ class DagRun:
             return
         node = self.dag.nodes[node_id]
         edges = self.dag.in_edges[node_id]
-        required = [f for f, t in PORTS[node.kind][0].items() if not t.endswith("?")]
+        required = self.dag.required[node_id]
         if node.join == "all":
-            if any(self._edge_pending(e) for e in edges):
-                return
-            fed = {e.target_field for e in edges if self._edge_live(e)}
+            # the edge checks of ``_edge_pending`` / ``_edge_live`` written out: this runs for
+            # every node of every run
+            state, labels = self.state, self._labels
+            fed = set()
+            for e in edges:
+                src = e.source
+                if src == INPUT_NODE:
+                    fed.add(e.target_field)
+                    continue
+                s = state.get(src)
+                if s not in _TERMINAL:
+                    return  # an input is still pending
+                if s == NodeState.DONE and (e.when is None or e.when == labels.get(src)):
+                    fed.add(e.target_field)
             ok = bool(fed) and all(f in fed for f in required)
             if ok:
                 self._make_ready(node_id)

@@ -67,6 +67,9 @@ class QuotaLedger:
         self._usage: dict[tuple[str, str], SlidingUsage | HeldUsage] = {}
         self._holds: dict[str, _Hold] = {}
         self._reclaiming: set[str] = set()
+        # ids of holds admitted on borrowed quota: ``reclaims`` runs every core step and must
+        # not scan every admitted run when (as usually) nothing is borrowed
+        self._borrowed_ids: set[str] = set()
 
     def configure(self, tenants: Iterable[TenantSpec], quotas: Iterable[QuotaSpec]) -> None:
         """Replace tenants' cohorts and quotas; usage recorded so far is kept."""
@@ -215,6 +218,8 @@ class QuotaLedger:
             amount = RESOURCE_METERS[resource].demand(req, self.device_us_per_unit)
             self._track(req.tenant_id, resource).add(req.request_id, amount, now)
         self._holds[req.request_id] = _Hold(req.tenant_id, borrowed, now, resources)
+        if borrowed:
+            self._borrowed_ids.add(req.request_id)
 
     def release(self, request_id: str, used_tokens: int, used_cost_units: int, now: float) -> bool:
         """End a run: free held amounts, correct windowed ones to actual use. False if unknown."""
@@ -222,6 +227,7 @@ class QuotaLedger:
         if hold is None:
             return False
         self._reclaiming.discard(request_id)
+        self._borrowed_ids.discard(request_id)
         for resource in hold.resources:
             actual = RESOURCE_METERS[resource].actual(
                 used_tokens, used_cost_units, self.device_us_per_unit
@@ -242,10 +248,13 @@ class QuotaLedger:
         once; they leave the ledger when ``release`` is called for them.
         """
         orders: list[tuple[str, str]] = []
+        if not self._borrowed_ids:
+            return orders
+        holds = self._holds
         candidates = sorted(
-            (h.admitted_at, rid)
-            for rid, h in self._holds.items()
-            if h.borrowed and rid not in self._reclaiming and rid not in produced_output
+            (holds[rid].admitted_at, rid)
+            for rid in self._borrowed_ids
+            if rid not in self._reclaiming and rid not in produced_output
         )
         for _, request_id in reversed(candidates):  # newest first: least work is lost
             hold = self._holds[request_id]

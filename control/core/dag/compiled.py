@@ -1,0 +1,98 @@
+"""Static structure of a workflow spec, computed once when the workflow is registered.
+
+``CompiledDag`` holds what every run of the workflow would otherwise recompute: edges per node,
+topological layers, models later nodes need (speculative preloads), bindings of nodes fed only
+by workflow inputs, each node's required input fields, and a fresh run's initial state.
+``control.core.dag.run`` re-exports it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from control.core.dag.spec import INPUT_NODE, PORTS, DagSpec, EdgeSpec, NodeSpec
+
+if TYPE_CHECKING:
+    from control.core.dag.run import NodeState
+
+
+class CompiledDag:
+    """Static structure of a spec, computed once per registered workflow."""
+
+    def __init__(self, spec: DagSpec) -> None:
+        self.spec = spec
+        self.nodes: dict[str, NodeSpec] = {n.node_id: n for n in spec.nodes}
+        self.in_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
+        self.out_edges: dict[str, list[EdgeSpec]] = defaultdict(list)
+        for e in spec.edges:
+            self.in_edges[e.target].append(e)
+            self.out_edges[e.source].append(e)
+        self.layers = self._layers()
+        self.order = tuple(n for layer in self.layers for n in layer)
+        first = set(self.layers[0]) if self.layers else set()
+        #: models of nodes that cannot run at the start (speculative preload candidates)
+        self.later_models = tuple(
+            dict.fromkeys(
+                self.nodes[n].model for n in self.order if n not in first and self.nodes[n].model
+            )
+        )
+        self.first_models = frozenset(self.nodes[n].model for n in first if self.nodes[n].model)
+        #: (node states, ready nodes, terminal count, status) of a fresh run: it depends on the
+        #: structure only, so it is computed by the first DagRun and copied by the others
+        self.static_inputs = self._static_inputs()
+        #: per node: its required input fields (ports not marked optional with "?")
+        self.required: dict[str, tuple[str, ...]] = {
+            n: tuple(f for f, t in PORTS[node.kind][0].items() if not t.endswith("?"))
+            for n, node in self.nodes.items()
+        }
+        self.initial: tuple[dict[str, NodeState], tuple[str, ...], int, str] | None = None
+
+    def _static_inputs(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+        """Per node fed only by workflow inputs: (target field, source fields) in binding
+        order. Such bindings differ between runs only by run id, so they are built from this."""
+        out = {}
+        for node_id, node in self.nodes.items():
+            edges = self.in_edges.get(node_id, [])
+            if any(e.source != INPUT_NODE for e in edges):
+                continue
+            by_field: dict[str, list[str]] = {}
+            for e in edges:
+                if node.join == "any" and e.target_field in by_field:
+                    continue
+                by_field.setdefault(e.target_field, []).append(e.source_field)
+            out[node_id] = tuple((f, tuple(v)) for f, v in sorted(by_field.items()))
+        return out
+
+    def _layers(self) -> tuple[tuple[str, ...], ...]:
+        deps = {
+            n: {e.source for e in self.in_edges[n] if e.source != INPUT_NODE} for n in self.nodes
+        }
+        layers: list[tuple[str, ...]] = []
+        done: set[str] = set()
+        while len(done) < len(deps):
+            layer = tuple(sorted(n for n, d in deps.items() if n not in done and d <= done))
+            if not layer:
+                raise ValueError(f"workflow {self.spec.workflow!r} has a cycle; validate it first")
+            layers.append(layer)
+            done.update(layer)
+        return tuple(layers)
+
+    def critical_path(self, estimate_us: Callable[[NodeSpec], int]) -> tuple[tuple[str, ...], int]:
+        """Longest path by estimated node latency: (node ids in order, total microseconds)."""
+        best: dict[str, tuple[int, str | None]] = {}
+        for n in self.order:
+            preds = [e.source for e in self.in_edges[n] if e.source != INPUT_NODE]
+            prev = max(preds, key=lambda p: (best[p][0], p), default=None)
+            base = best[prev][0] if prev is not None else 0
+            best[n] = (base + estimate_us(self.nodes[n]), prev)
+        if not best:
+            return (), 0
+        end = max(best, key=lambda n: (best[n][0], n))
+        path: list[str] = []
+        cur: str | None = end
+        while cur is not None:
+            path.append(cur)
+            cur = best[cur][1]
+        return tuple(reversed(path)), best[end][0]

@@ -1,0 +1,174 @@
+"""``validate_fidelity``: one trace slice through the live stack and through the twin.
+
+Called by ``legato sim validate``. In order: a live session (``live.run_live``: warm-up,
+in-worker profile, the slice open-loop, in-worker profile again); the twin on the very same
+request list with the mean of the two tables and the measured overheads (``twin``); the
+comparison (``compare``): ``p50_error`` / ``p99_error`` are relative errors of the twin's
+percentile against the live one, ``slo_attainment_error_pp`` is twin minus live SLO attainment in
+percentage points, the SLO being ``slo_s`` end to end (fixed in the config, never fitted).
+
+Beside the figures, diagnostics say where an error comes from: ``live``/``twin`` break each
+side's time down (batch sizes formed, device time of a request's batch, waiting);
+``device_ratio`` is measured over predicted device time of the slice's batches;
+``replayed_device_errors`` are the errors of a twin that is given the live batches' measured
+device times (what is left is batching, queueing and overheads); ``profile_drift``,
+``load_avg`` and ``machine`` say whether the machine held still.
+
+The trace is the shipped Azure code slice; prompt lengths are scaled by ``token_divisor`` and
+clamped to what the embedding model reads, and time is scaled so that the slice offers
+``target_utilization`` of the worker as measured (unless ``rate_factor`` is given).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from typing import Any
+
+from control.runtime import clock
+from control.services.fidelity.compare import (
+    GOAL,
+    compare_sides,
+    goal_met,
+    side_dict,
+    spread,
+    summarize,
+)
+from control.services.fidelity.config import MODEL_KEY, TRACE, FidelityConfig
+from control.services.fidelity.live import run_live
+from control.services.fidelity.twin import run_twin_detailed, run_twin_replayed
+from control.services.fidelity.world import fidelity_scenario, merge_profiles
+from sim.scenario import LatencyTables
+
+
+def _drift(before, after) -> float:  # noqa: ANN001
+    """Mean after/before ratio of the two in-worker tables (1.0: the machine held still)."""
+    a = {(r.batch_size, r.tokens): r.latency_us for r in after}
+    ratios = [a[(r.batch_size, r.tokens)] / r.latency_us for r in before
+              if (r.batch_size, r.tokens) in a and r.latency_us > 0]  # fmt: skip
+    return round(sum(ratios) / len(ratios), 3) if ratios else 1.0
+
+
+def _table(before, after) -> list[list[int]]:  # noqa: ANN001
+    """[batch size, tokens, before us, after us] per measured point (0: not measured)."""
+    a = {(r.batch_size, r.tokens): r.latency_us for r in after}
+    b = {(r.batch_size, r.tokens): r.latency_us for r in before}
+    return [[bs, t, b.get((bs, t), 0), a.get((bs, t), 0)] for bs, t in sorted(a.keys() | b.keys())]
+
+
+def device_ratio(seen, tokens, latency) -> float | None:  # noqa: ANN001
+    """Median over the slice's batches of measured / predicted device time: how well the table
+    describes the batches the slice really ran (1.0: exactly). Batches are told apart by their
+    (size, device time) pair, which the items of one batch share."""
+    batches: dict[tuple[int, float], list[str]] = {}
+    for rid, s in seen.items():
+        batches.setdefault((s.batch_size, round(s.device_ms, 3)), []).append(rid)
+    ratios = []
+    for (size, device_ms), rids in batches.items():
+        longest = max(tokens[r] for r in rids)
+        predicted = latency.forward_us(MODEL_KEY, "cpu", size, longest) / 1000
+        ratios.append(device_ms / predicted)
+    return round(statistics.median(ratios), 3) if ratios else None
+
+
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
+    """Live session, twin, comparison (see the module docstring). Loads a real model and runs
+    for about a minute; returns the result as a JSON-ready dict."""
+    cfg = config or FidelityConfig()
+    started, load_before = clock.monotonic(), _load()
+    live = run_live(cfg)
+    rows = merge_profiles(live.before, live.after)
+    scenario = fidelity_scenario(cfg, rows, live.rate_factor)
+    scenario = replace(
+        scenario,
+        latency=LatencyTables(rows, sources=scenario.latency.sources),
+        executor=replace(scenario.executor, service_sigma_milli=live.sigma_milli),
+    )
+    twin_seen = run_twin_detailed(scenario, live.requests, live.overheads)
+    total = len(live.requests)
+    tokens = {a.request.request_id: a.request.prompt_tokens for a in live.requests}
+    live_side = summarize({k: s.e2e_s for k, s in live.seen.items()}, total, cfg.slo_s)
+    twin_side = summarize({k: s.e2e_s for k, s in twin_seen.items()}, total, cfg.slo_s)
+    p50, p99, slo_pp = compare_sides(live_side, twin_side)
+    replayed = run_twin_replayed(
+        scenario, live.requests, live.overheads, {k: s.device_ms for k, s in live.seen.items()}
+    )
+    errors_replayed = compare_sides(live_side, summarize(replayed, total, cfg.slo_s))
+    result: dict[str, Any] = {
+        "p50_error": round(p50, 4),
+        "p99_error": round(p99, 4),
+        "slo_attainment_error_pp": round(slo_pp, 2),
+        "live": side_dict(live_side, live.seen),
+        "twin": side_dict(twin_side, twin_seen),
+        "requests": total,
+        "rate_factor": live.rate_factor,
+        "overhead_us": live.overheads.busy_us,
+        "run_overhead_us": live.overheads.run_us,
+        "service_sigma_milli": live.sigma_milli,
+        "profile_rows": len(rows),
+        "profile_drift": _drift(live.before, live.after),
+        "table_us": _table(live.before, live.after),
+        "replayed_device_errors": dict(
+            zip(GOAL, (round(e, 4) for e in errors_replayed), strict=True)
+        ),
+        "device_ratio": {
+            side: device_ratio(seen, tokens, scenario.latency.model())
+            for side, seen in (("live", live.seen), ("twin", twin_seen))
+        },
+        "load_avg": {"before": load_before, "after": _load()},
+        "wall_s": round(clock.monotonic() - started, 1),
+    }
+    result["goal_met"] = goal_met(result)
+    result["machine"] = machine_note(result["profile_drift"], result["load_avg"]["after"])
+    return result
+
+
+def machine_note(drift: float, load: float | None, cores: int | None = None) -> str:
+    """Whether this machine held still enough for the figures to mean much: the two in-worker
+    tables within 15% of each other and the load average below the core count."""
+    cores = cores or os.cpu_count() or 1
+    problems = []
+    if abs(drift - 1.0) > 0.15:
+        problems.append(f"device times moved {100 * (drift - 1):+.0f}% during the run")
+    if load is not None and load >= cores:
+        problems.append(f"load average {load:.1f} on {cores} cores")
+    if not problems:
+        return "quiet"
+    return "noisy: " + "; ".join(problems) + " (other processes compete for the CPU)"
+
+
+def validate_repeated(
+    config: FidelityConfig | None = None,
+    runs: int = 3,
+    validate: Callable[[FidelityConfig | None], dict[str, Any]] = validate_fidelity,
+) -> dict[str, Any]:
+    """``runs`` independent validations (``validate``: a fresh worker each). The figures are the
+    medians over the runs, ``spread`` gives min..max of each error, ``runs`` every run's result,
+    and ``live``/``twin`` are the summaries of the run whose p99 error is the median one."""
+    if runs < 1:
+        raise ValueError(f"validate_repeated: runs={runs} must be >= 1")
+    results = [validate(config) for _ in range(runs)]
+    if runs == 1:
+        return results[0]
+    middle = sorted(results, key=lambda r: r["p99_error"])[runs // 2]
+    summary = spread(results)
+    out = {key: summary[key]["median"] for key in summary}
+    out |= {"live": middle["live"], "twin": middle["twin"], "spread": summary,
+            "runs": results, "requests": middle["requests"],
+            "machine": "; ".join(f"run {i + 1}: {r['machine']}" for i, r in enumerate(results))}  # fmt: skip
+    out["goal_met"] = goal_met(out)
+    return out
+
+
+def config_dict(cfg: FidelityConfig) -> dict[str, Any]:
+    """The config as stored with a report (tuples become lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
+__all__ = ["TRACE", "config_dict", "validate_fidelity", "validate_repeated"]
