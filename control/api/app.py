@@ -75,13 +75,15 @@ def create_app(
     app.state.gateway = state
     install_error_handlers(app)
     app.include_router(health.router)
+    # Starlette tries routes in order: the tenant hot paths go first so that an inference
+    # call does not first test itself against every admin CRUD route.
+    _include_inference(app)
     for resource in RESOURCES:
         app.include_router(crud.crud_router(resource))
     app.include_router(admin.router)
     app.include_router(rollout.router)
     app.include_router(fidelity.router)
     app.include_router(usage.router)
-    _include_inference(app)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
@@ -91,9 +93,9 @@ def _include_inference(app: FastAPI) -> None:
     """What-if, runs, OpenAI-compatible, snapshot and WebSocket routes."""
     from control.api.routes import openai, runs, snapshot, trial_runs, whatif, ws
 
+    app.include_router(openai.router)
+    app.include_router(runs.router)
+    app.include_router(ws.router)
     app.include_router(whatif.router)
     app.include_router(trial_runs.router)
     app.include_router(snapshot.router)
-    app.include_router(runs.router)
-    app.include_router(openai.router)
-    app.include_router(ws.router)

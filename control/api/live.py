@@ -16,6 +16,8 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.assembly import CoreBlueprint
+from control.core.batching.size_delay import SizeDelayConfig
+from control.core.context import CoreConfig
 from control.core.dag.spec import PORTS
 from control.executor.base import Executor, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
@@ -86,15 +88,26 @@ def ensure_single_model_workflows(services: Services) -> dict[str, tuple[str, st
     return found
 
 
+def serving_core_config() -> CoreConfig:
+    """The core's configuration for serving: no batching delay. A replica that is free takes
+    everything queued at once (up to its batch limits); while it runs, new work queues and
+    forms the next batch. On one worker per replica that never leaves the device idle with
+    work waiting, and a lone request does not wait for company that is not coming (a fixed
+    delay adds itself to every request at low load and buys nothing at high load)."""
+    return CoreConfig(batching_config=SizeDelayConfig(max_queue_delay_s=0.0))
+
+
 @dataclass(frozen=True)
 class LiveOptions:
     """How to build the live path. ``model_refs`` add or replace executor references (tests
-    use tiny models); ``placement`` overrides the initial replicas."""
+    use tiny models); ``placement`` overrides the initial replicas; ``core_config`` the core's
+    policies (default :func:`serving_core_config`)."""
 
     model_refs: Mapping[str, ModelRef] = field(default_factory=dict)
     placement: Sequence[InitialReplica] | None = None
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     seed: int = 0
+    core_config: CoreConfig = field(default_factory=serving_core_config)
 
 
 def _initial_replicas(
@@ -140,6 +153,7 @@ def build_inference(
         workflows=workflows,
         tenancy=state.tenancy,
         cost=state.cost,
+        core_config=options.core_config,
         seed=options.seed,
     )
     runtime_config = options.runtime

@@ -57,8 +57,12 @@ async def start_run(
     *,
     max_output_tokens: int = 0,
     session_id: str | None = None,
+    announce_at_end: bool = False,
+    sampling: Mapping[str, Any] | None = None,
 ) -> Started:
-    """Record and start a run for the calling tenant (or find the first one of ``key``)."""
+    """Record and start a run for the calling tenant (or find the first one of ``key``).
+    ``announce_at_end``: the caller will answer only with the settled run (synchronous routes),
+    so its row may be committed together with its end."""
     assert who.tenant_id is not None and who.tenant_name is not None
     call = RunCall(
         tenant_id=who.tenant_id,
@@ -71,14 +75,18 @@ async def start_run(
         idempotency_key=key,
         max_output_tokens=max_output_tokens,
         session_id=session_id,
+        announce_at_end=announce_at_end,
+        sampling=dict(sampling or {}),
     )
     return await inference_of(gw).submit(call)
 
 
 async def settled(gw: Gateway, run_id: str, timeout_s: float) -> RequestRecord:
     """The run's record once it ended; 504 naming the run id when ``timeout_s`` passes."""
-    record = await inference_of(gw).wait(run_id, timeout_s)
+    inference = inference_of(gw)
+    record = await inference.wait(run_id, timeout_s)
     if record.status in ("queued", "running"):
+        await inference.recorded(run_id)  # the run id below must be found by a GET
         raise ApiError(
             504,
             "timeout",

@@ -170,6 +170,10 @@ class ControlCore:
         """Immutable view of runs, queues, devices, replicas, batches and counters."""
         return build_snapshot(self._st)
 
+    def devices_up(self) -> int:
+        """How many devices are up now: the cheap health question (no snapshot built)."""
+        return sum(1 for dev in self._st.cluster.devices.values() if dev.up)
+
     # ----- event handlers
     def _defer(self, event: object, now: float) -> None:
         self._st.deferred.append(event)

@@ -158,12 +158,18 @@ class GenParams:
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One step of a batch. ``inputs`` maps input names to literals or :class:`InputRef`."""
+    """One step of a batch. ``inputs`` maps input names to literals or :class:`InputRef`.
+
+    ``return_output``: the step's output goes to the caller (a workflow output), so the worker
+    sends it back with the result (as plain lists) instead of waiting for a ``fetch_output``
+    round trip; the worker still holds it for later steps.
+    """
 
     step: StepKey
     idempotency_key: str
     inputs: Mapping[str, Any]
     params: GenParams = GenParams()
+    return_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,8 @@ class Batch:
 
 @dataclass(frozen=True)
 class ItemResult:
-    """Outcome of one item. The full output stays in the worker (see ``fetch_output``)."""
+    """Outcome of one item. The full output stays in the worker (see ``fetch_output``); a copy
+    comes back in ``output`` only when the item asked for it (``BatchItem.return_output``)."""
 
     step: StepKey
     idempotency_key: str
@@ -208,6 +215,7 @@ class ItemResult:
     batch_size: int = 1
     replayed: bool = False  # a duplicate submit answered from the idempotency store
     cause: str | None = None  # why it failed, one of FAILURE_CAUSES (None when ok)
+    output: Any = None  # the plain output value, only for items sent with ``return_output``
 
     def __post_init__(self) -> None:
         if self.ok and self.cause is not None:

@@ -38,6 +38,15 @@ class ExecutorConfig:
     idempotency_capacity: int = field(
         default=100_000, metadata={"help": "completed keys remembered"}
     )
+    load_silence_s: float = field(
+        default=10.0,
+        metadata={
+            "help": "how long a worker loading a model may go without a heartbeat before it "
+            "counts as hung: loading holds the interpreter in long stretches (tokenizer "
+            "parsing, weight conversion) that can starve the heartbeat thread on a loaded "
+            "machine; a crash is still seen at once (closed pipe, dead process)"
+        },
+    )
     startup_grace_s: float = field(
         default=120.0, metadata={"help": "time to a worker's first heartbeat"}
     )

@@ -68,6 +68,8 @@ class LocalExecutor(PumpMixin, WatchMixin):
         self._done: OrderedDict[str, ItemResult] = OrderedDict()
         self._inflight_keys: dict[str, str] = {}
         self._output_at: dict[tuple[str, str], str] = {}
+        #: outputs that came back with their results (``return_output``), until released
+        self._returned: OrderedDict[tuple[str, str], object] = OrderedDict()
         self._breakers: dict[str, CircuitBreaker] = {}
         self._item_ms: dict[str, float] = {}  # replica -> smoothed device ms per item
         self._listeners: list[Callable[[ExecutorEvent], None]] = []
@@ -156,6 +158,18 @@ class LocalExecutor(PumpMixin, WatchMixin):
                 yield await inbox.get()
         finally:
             with self._lock:
+                self._listeners.remove(listener)
+
+    def add_listener(self, listener: Callable[[ExecutorEvent], None]) -> None:
+        """Call ``listener(event)`` for every event from now on, ON THE PUMP THREAD, in order.
+        It must not block (hand the event to a loop with ``call_soon_threadsafe``); this saves
+        the extra hop through :meth:`events`'s queue and task."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ExecutorEvent], None]) -> None:
+        with self._lock:
+            if listener in self._listeners:
                 self._listeners.remove(listener)
 
     def _emit(self, event: ExecutorEvent) -> None:
@@ -270,13 +284,10 @@ class LocalExecutor(PumpMixin, WatchMixin):
         return self._breakers[replica_id]
 
     def _send(self, handle: WorkerHandle, msg: tuple) -> bool:
-        if handle.conn is None:
-            return False
-        try:
-            handle.conn.send(msg)
-            return True
-        except (OSError, EOFError, BrokenPipeError):
-            return False
+        """Queue ``msg`` for the worker (never blocks the caller, who may hold the lock or
+        run the driver's loop). False only when the pipe is known to be gone; a send that
+        fails later is seen by the pump as a closed pipe (the worker's work is reported lost)."""
+        return handle.send(msg)
 
     def _record_breaker(self, replica_id: str, ok: bool) -> None:
         changed = self._breaker(replica_id).record(ok, clock.monotonic())

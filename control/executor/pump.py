@@ -162,8 +162,12 @@ class PumpMixin:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             holder = self._output_at.get((run_id, node_id))
-            if holder is None:
+            if holder is None and (run_id, node_id) not in self._returned:
                 future.set_exception(KeyError(f"no worker holds output {run_id}/{node_id}"))
+                return future
+            returned = self._returned.get((run_id, node_id))
+            if returned is not None:  # came back with its result: no round trip to the worker
+                future.set_result(returned)
                 return future
             request_id = f"fetch-{next(self._ids)}"
             self._requests[request_id] = (holder, future)
@@ -184,6 +188,8 @@ class PumpMixin:
             holders = {d for (r, _), d in self._output_at.items() if r == run_id}
             for key in [k for k in self._output_at if k[0] == run_id]:
                 del self._output_at[key]
+            for key in [k for k in self._returned if k[0] == run_id]:
+                del self._returned[key]
             for device_id in holders:
                 self._send(self._workers[device_id], ("release", run_id))
 
@@ -220,11 +226,17 @@ class PumpMixin:
             self._inflight_keys.pop(result.idempotency_key, None)
             final = not result.retriable and result.cause != "cancelled"
             if result.ok or final:
-                self._done[result.idempotency_key] = result
+                # the store answers replays; the output copy stays out of it (memory)
+                self._done[result.idempotency_key] = replace(result, output=None)
                 while len(self._done) > self.config.idempotency_capacity:
                     self._done.popitem(last=False)
             if result.ok:
-                self._output_at[(result.step.run_id, result.step.node_id)] = result.device_id
+                where = (result.step.run_id, result.step.node_id)
+                self._output_at[where] = result.device_id
+                if result.output is not None:
+                    self._returned[where] = result.output
+                    while len(self._returned) > self.config.idempotency_capacity:
+                        self._returned.popitem(last=False)
             self._emit(ItemCompleted(result))
         if batch is not None:
             self._table.touch(batch.replica_id, now, -1)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.executor.base import Batch, DeviceInfo, WorkerStatus
+from control.executor.sender import PipeSender
 from control.executor.worker import WorkerConfig, worker_main
 
 _CTX = mp.get_context("spawn")
@@ -38,6 +39,7 @@ class WorkerHandle:
     config: WorkerConfig
     process: Any = None
     conn: Any = None
+    sender: PipeSender | None = None  # writes to ``conn`` off the caller's thread
     pid: int | None = None
     up: bool = False  # True once its first heartbeat arrived
     started_at: float = 0.0
@@ -61,6 +63,7 @@ class WorkerHandle:
         proc.start()
         child.close()
         self.process, self.conn, self.pid = proc, parent, proc.pid
+        self.sender = PipeSender(parent, self.device.device_id)
         self.up, self.started_at, self.last_hb = False, now, now
         self.restarts += 1
         self.busy, self.replicas, self.used_mib = False, (), 0
@@ -73,6 +76,18 @@ class WorkerHandle:
         self.busy, self.replicas, self.used_mib = busy, tuple(replicas), used_mib
         return first
 
+    def seen(self, now: float) -> None:
+        """Any message from an up worker proves its process alive (heartbeats can queue
+        behind results in the pipe)."""
+        if self.up:
+            self.last_hb = max(self.last_hb, now)
+
+    def forgive_silence(self, now: float) -> None:
+        """The watcher was not listening (it ran late): restart the silence count now, but
+        never for a worker still starting (its grace period is counted from its start)."""
+        if self.up:
+            self.last_hb = max(self.last_hb, now - self.config.heartbeat_s)
+
     def on_started(self, batch_id: str, now: float, deadline_s: float) -> None:
         """The worker began ``batch_id``: it must finish within ``deadline_s``."""
         self.running = (batch_id, now, deadline_s)
@@ -81,8 +96,11 @@ class WorkerHandle:
         if self.running is not None and self.running[0] == batch_id:
             self.running = None
 
-    def health(self, now: float, startup_grace_s: float) -> tuple[str, str] | None:
-        """None when healthy, else (cause, reason): cause ``worker_down`` or ``hang``."""
+    def health(
+        self, now: float, startup_grace_s: float, silence_limit_s: float | None = None
+    ) -> tuple[str, str] | None:
+        """None when healthy, else (cause, reason): cause ``worker_down`` or ``hang``.
+        ``silence_limit_s`` replaces the two-interval silence limit (a worker loading a model)."""
         if self.process is None:
             return None
         if not self.process.is_alive():
@@ -92,9 +110,9 @@ class WorkerHandle:
                 return "hang", f"no first heartbeat within {startup_grace_s:.0f}s of starting"
             return None
         silent = now - self.last_hb
-        if silent > 2 * self.config.heartbeat_s:
-            two = 2 * self.config.heartbeat_s
-            return "hang", f"no heartbeat for {silent:.2f}s (two intervals are {two:.2f}s): hung"
+        limit = 2 * self.config.heartbeat_s if silence_limit_s is None else silence_limit_s
+        if silent > limit:
+            return "hang", f"no heartbeat for {silent:.2f}s (the limit is {limit:.2f}s): hung"
         if self.running is not None:
             batch_id, since, deadline = self.running
             if now - since > deadline:
@@ -106,6 +124,8 @@ class WorkerHandle:
 
     def kill(self) -> None:
         """End the process (hung or dead) and close the pipe; safe to call twice."""
+        if self.sender is not None:
+            self.sender.close()
         if self.process is not None and self.process.is_alive():
             self.process.kill()
         if self.process is not None:
@@ -113,14 +133,17 @@ class WorkerHandle:
         if self.conn is not None:
             self.conn.close()
         self.process, self.conn, self.up, self.running = None, None, False, None
+        self.sender = None
+
+    def send(self, msg: tuple) -> bool:
+        """Queue ``msg`` for the worker without blocking; False when there is no live pipe."""
+        return self.sender is not None and self.sender.send(msg)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the worker to stop, then make sure it did."""
-        if self.conn is not None:
-            try:
-                self.conn.send(("stop",))
-            except (OSError, EOFError):
-                pass
+        if self.sender is not None:  # after everything queued before it
+            self.sender.send(("stop",))
+            self.sender.close(flush_timeout_s=timeout_s)
         if self.process is not None:
             self.process.join(timeout=timeout_s)
         self.kill()

@@ -21,12 +21,16 @@ from control.runtime import clock
 
 log = logging.getLogger(__name__)
 
+#: Most messages read from one worker pipe before the pump looks at the others.
+_MAX_DRAIN = 256
+
 
 class WatchMixin:
     # ---- the pump thread ----------------------------------------------------------------------
 
     def _pump_loop(self) -> None:
         tick = self.config.heartbeat_s / 5
+        checked = clock.monotonic()
         while not self._stopping.is_set():
             with self._lock:
                 conns = {h.conn: h for h in self._workers.values() if h.conn is not None}
@@ -34,19 +38,37 @@ class WatchMixin:
             if not conns:
                 self._stopping.wait(tick)
             for conn in ready:
-                handle = conns[conn]
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    with self._lock:
-                        if handle.conn is conn:
-                            self._worker_down(handle, f"pipe closed ({_exit(handle)})")
-                    continue
+                self._drain(conn, conns[conn])
+            now = clock.monotonic()
+            # A pump that itself ran late (a starved process on a loaded machine) has not been
+            # listening: silence measured across that gap says nothing about the worker.
+            late = now - checked > 2 * tick + self.config.heartbeat_s
+            checked = now
+            with self._lock:
+                self._check_health(skip_silence=late)
+
+    def _drain(self, conn, handle) -> None:  # noqa: ANN001
+        """Handle every message waiting on ``conn`` (up to a bound, so that one chatty worker
+        cannot starve the others): a heartbeat queued behind results still counts, and any
+        message proves the worker process alive."""
+        for _ in range(_MAX_DRAIN):
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
                 with self._lock:
                     if handle.conn is conn:
-                        self._dispatch(handle, msg)
+                        self._worker_down(handle, f"pipe closed ({_exit(handle)})")
+                return
             with self._lock:
-                self._check_health()
+                if handle.conn is not conn:
+                    return
+                handle.seen(clock.monotonic())
+                self._dispatch(handle, msg)
+            try:
+                if not conn.poll(0):
+                    return
+            except (EOFError, OSError):
+                return  # closed: the next wait() reports it
 
     def _dispatch(self, handle, msg: tuple) -> None:
         handlers = {
@@ -66,10 +88,15 @@ class WatchMixin:
         except Exception:  # a bad message must not kill the pump: log it and go on
             log.exception("executor could not handle %r from %s", msg[0], handle.device.device_id)
 
-    def _check_health(self) -> None:
+    def _check_health(self, skip_silence: bool = False) -> None:
         now = clock.monotonic()
+        loading = {p.device_id for p in self._loads.values()}
+        relaxed = max(2 * self.config.heartbeat_s, self.config.load_silence_s)
         for handle in self._workers.values():
-            verdict = handle.health(now, self.config.startup_grace_s)
+            if skip_silence:
+                handle.forgive_silence(now)
+            limit = relaxed if handle.device.device_id in loading else None
+            verdict = handle.health(now, self.config.startup_grace_s, limit)
             if verdict is not None:
                 self._worker_down(handle, verdict[1], verdict[0])
 

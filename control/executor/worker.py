@@ -71,6 +71,12 @@ def worker_main(device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
     torch.set_num_threads(config.torch_threads)
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
+    # Import the adapters (transformers model classes, tokenizers) now, inside the start-up
+    # grace period: imported later by the loader thread, they hold the import lock and the
+    # GIL in long stretches (loading extension modules), which on a loaded machine starved
+    # the heartbeat thread past two intervals and got a healthy worker killed as hung.
+    import control.executor.adapters  # noqa: F401
+
     Worker(device, conn, config).serve()
 
 

@@ -118,6 +118,7 @@ class BatchMixin:
             prefix_hit_tokens=out.prefix_hit_tokens,
             label=out.label,
             item_count=out.item_count,
+            output=transfer.to_plain(out.value) if item.return_output else None,
         )
 
     def _fail(

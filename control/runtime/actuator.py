@@ -137,9 +137,12 @@ class Actuator:
             except (mapping.InputUnavailable, IndexError, TypeError) as err:
                 self._settle(pb, item, f"input unavailable: {err}")
                 continue
-            params = mapping.gen_params(item, kind, self.stream_tokens)
+            run = self.runs.get(item.request_id)
+            sampling = run.sampling if run is not None else None
+            params = mapping.gen_params(item, kind, self.stream_tokens, sampling)
             target = fetching if mapping.pending_fetches(inputs) else ready
-            target.append(mapping.exec_item(item, inputs, params))
+            back = run is not None and item.node_id in run.output_nodes
+            target.append(mapping.exec_item(item, inputs, params, return_output=back))
         expected_ms = d.predicted_us / 1000.0 if d.predicted_us > 0 else None
         if ready:
             self.ex.submit(Batch(d.batch_id, replica, tuple(ready), expected_ms))

@@ -67,6 +67,10 @@ class Driver:
     def snapshot(self):  # noqa: ANN201 - CoreSnapshot
         return self.core.snapshot()
 
+    def devices_up(self) -> int:
+        """Devices the core holds up now (cheap: for health checks)."""
+        return self.core.devices_up()
+
     # ---- the loop
     async def run(self) -> None:
         """Serve until ``stop()``. Never raises for a bad record or a failed action."""

@@ -76,6 +76,9 @@ class LiveRuntime:
         self._home: dict[str, list[tuple[str, str, str]]] = {}  # device -> replicas to restore
         self._restarts: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
+        self._node_cache: dict[str, tuple[dict[str, str], dict[str, str], frozenset[str]]] = {}
+        self._node_cache_of: object = None
+        self._listener: Callable[[object], None] | None = None
         self.driver: Driver | None = None
         self.actuator: Actuator | None = None
 
@@ -96,7 +99,18 @@ class LiveRuntime:
                                  self.config.stream_tokens)  # fmt: skip
         self.driver.actuator = self.actuator
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self.driver.run()), loop.create_task(self._forward())]
+        self._tasks = [loop.create_task(self.driver.run())]
+        add_listener = getattr(self.executor, "add_listener", None)
+        if add_listener is not None:  # straight into the driver's inbox: one hop, no task
+            put = self.driver.put
+
+            def deliver(event: object) -> None:
+                loop.call_soon_threadsafe(put, ExecEvent(event))
+
+            self._listener = deliver
+            add_listener(deliver)
+        else:
+            self._tasks.append(loop.create_task(self._forward()))
         await asyncio.gather(*self._initial_loads())
 
     def _wait_ready(self) -> bool:
@@ -133,6 +147,9 @@ class LiveRuntime:
 
     async def stop(self) -> None:
         """Stop the driver and the executor; unfinished runs resolve as failed."""
+        if self._listener is not None:
+            self.executor.remove_listener(self._listener)  # type: ignore[attr-defined]
+            self._listener = None
         if self.driver is not None:
             self.driver.stop()
             await asyncio.wait(self._tasks[:1], timeout=5)
@@ -156,8 +173,9 @@ class LiveRuntime:
             handle.resolve(RunResult(rid, "failed", {}, f"request_id {rid!r} is already running",
                                      "duplicate request"))  # fmt: skip
             return handle
-        kinds, models = self._nodes(run.request.workflow)
-        self.runs[rid] = RunState(handle, run.request, kinds, models, clock.monotonic())
+        kinds, models, outs = self._nodes(run.request.workflow)
+        self.runs[rid] = RunState(handle, run.request, kinds, models, clock.monotonic(),
+                                  output_nodes=outs, sampling=run.sampling)  # fmt: skip
         self.actuator.payloads[rid] = dict(run.payload)
         self.driver.put(Submit(run.request))
         return handle
@@ -170,6 +188,11 @@ class LiveRuntime:
         assert self.driver is not None, "call start() first"
         return self.driver.snapshot()
 
+    def devices_up(self) -> int:
+        """Devices the core holds up now, without building a snapshot."""
+        assert self.driver is not None, "call start() first"
+        return self.driver.devices_up()
+
     async def ingest(self, event: object) -> None:
         """Apply a config change at the next instant; raises what the core refused."""
         assert self.driver is not None, "call start() first"
@@ -178,12 +201,21 @@ class LiveRuntime:
         await reply
 
     # ---- internals
-    def _nodes(self, workflow: str) -> tuple[dict[str, str], dict[str, str]]:
+    def _nodes(self, workflow: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:
+        """Node kinds, model keys and output nodes of ``workflow`` (computed once each)."""
+        if self._node_cache_of is not self.blueprint.workflows:  # live config replaced them
+            self._node_cache, self._node_cache_of = {}, self.blueprint.workflows
+        found = self._node_cache.get(workflow)
+        if found is not None:
+            return found
+        found = {}, {}, frozenset()
         for spec in self.blueprint.workflows:
             if spec.workflow == workflow:
-                return ({n.node_id: n.kind for n in spec.nodes},
-                        {n.node_id: n.model for n in spec.nodes if n.model})  # fmt: skip
-        return {}, {}
+                outs = frozenset(ref.split(".", 1)[0] for ref in spec.outputs.values())
+                found = ({n.node_id: n.kind for n in spec.nodes},
+                         {n.node_id: n.model for n in spec.nodes if n.model}, outs)  # fmt: skip
+        self._node_cache[workflow] = found
+        return found
 
     def _refused(self, request_id: str, reason: str) -> None:
         run = self.runs.pop(request_id, None)

@@ -135,10 +135,21 @@ def substitute(inputs: Mapping[str, Any], fetched: Mapping[Fetch, Any]) -> dict[
     return {k: sub(v) for k, v in inputs.items()}
 
 
-def gen_params(item: CoreItem, kind: str, stream_default: bool) -> GenParams:
-    """Executor parameters from the node's params (``max_tokens``, sampling, ``top_k``, ...)."""
-    p = item.params
-    max_tokens = int(p.get("max_tokens") or item.max_output_tokens or 32)
+#: Tokens a generate step may produce when neither its node nor its request sets a limit.
+DEFAULT_MAX_TOKENS = 32
+#: Sampling fields a caller may set per run; they apply to the run's generate steps only.
+SAMPLING_FIELDS = ("temperature", "top_p", "seed")
+
+
+def gen_params(
+    item: CoreItem, kind: str, stream_default: bool, sampling: Mapping[str, Any] | None = None
+) -> GenParams:
+    """Executor parameters from the node's params (``max_tokens``, sampling, ``top_k``, ...);
+    the run's own ``sampling`` (temperature, top_p, seed) overrides them for generate steps."""
+    p = dict(item.params)
+    if sampling and kind == "generate":
+        p.update({k: v for k, v in sampling.items() if k in SAMPLING_FIELDS and v is not None})
+    max_tokens = int(p.get("max_tokens") or item.max_output_tokens or DEFAULT_MAX_TOKENS)
     kwargs: dict[str, Any] = {k: p[k] for k in _GEN_FIELDS if k in p}
     if "stop" in p:
         kwargs["stop"] = tuple(p["stop"])  # type: ignore[arg-type]
@@ -146,6 +157,9 @@ def gen_params(item: CoreItem, kind: str, stream_default: bool) -> GenParams:
     return GenParams(max_tokens=max_tokens, stream=stream, **kwargs)
 
 
-def exec_item(item: CoreItem, inputs: Mapping[str, Any], params: GenParams) -> BatchItem:
+def exec_item(
+    item: CoreItem, inputs: Mapping[str, Any], params: GenParams, *, return_output: bool = False
+) -> BatchItem:
+    """The executor's item of a core item; ``return_output`` for steps feeding the caller."""
     step = StepKey(item.request_id, exec_node(item.node_id, item.chunk), item.attempt)
-    return BatchItem(step, item.idempotency_key, dict(inputs), params)
+    return BatchItem(step, item.idempotency_key, dict(inputs), params, return_output)

@@ -17,13 +17,20 @@ from control.executor.base import InputRef as ExecRef
 from control.runtime import mapping
 
 
+async def _fetch(ex: Executor, run_id: str, node_id: str) -> Any:
+    future = ex.fetch_output(run_id, node_id)
+    if future.done():  # the output came back with its result: no wait, no extra loop turn
+        return future.result()
+    return await asyncio.wrap_future(future)
+
+
 async def _value(ref: InputRef, stores: mapping.Stores, ex: Executor) -> Any:
     v = mapping.resolve_ref(ref, stores)
     if isinstance(v, ExecRef):
-        held = await asyncio.wrap_future(ex.fetch_output(v.run_id, v.node_id))
+        held = await _fetch(ex, v.run_id, v.node_id)
         return held[v.field]
     if isinstance(v, mapping.Fetch):
-        held = await asyncio.wrap_future(ex.fetch_output(v.run_id, v.exec_node))
+        held = await _fetch(ex, v.run_id, v.exec_node)
         return held[v.field] if v.select is None else held[v.field][v.select]
     return v
 

@@ -7,6 +7,7 @@ and the completion handler return them; the driver alone applies them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,10 @@ class RunState:
     submitted_at: float
     usage: list[UsageRecord] = field(default_factory=list)
     first_token_at: float | None = None
+    #: nodes whose outputs are workflow outputs: their values come back with their results
+    output_nodes: frozenset[str] = frozenset()
+    #: the caller's sampling for the run's generate steps (see ``mapping.gen_params``)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

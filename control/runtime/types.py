@@ -26,6 +26,8 @@ class RunRequest:
 
     request: Request
     payload: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: per-run sampling of its generate steps (``temperature``, ``top_p``, ``seed``)
+    sampling: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     @property
     def request_id(self) -> str:
@@ -84,12 +86,18 @@ class StreamDelta:
 
 class RunHandle:
     """What a caller holds for a submitted run: ``await handle.result()`` and
-    ``async for delta in handle.stream()``. Created and resolved on the runtime's event loop."""
+    ``async for delta in handle.stream()``. Created and resolved on the runtime's event loop.
+
+    Every reader of ``stream()`` gets the whole stream from its first delta (the deltas are
+    kept until the handle is dropped), so two SSE readers of one run both see every token."""
 
     def __init__(self, request_id: str, loop: asyncio.AbstractEventLoop) -> None:
         self.request_id = request_id
+        self._loop = loop
         self._result: asyncio.Future[RunResult] = loop.create_future()
-        self._deltas: asyncio.Queue[StreamDelta | None] = asyncio.Queue()
+        self._history: list[StreamDelta] = []
+        self._closed = False
+        self._wake: asyncio.Future[None] = loop.create_future()
 
     async def result(self) -> RunResult:
         """The run's result (waits until it ends)."""
@@ -100,17 +108,31 @@ class RunHandle:
         return self._result.done()
 
     async def stream(self) -> AsyncIterator[StreamDelta]:
-        """Token deltas in order until the run ends. One consumer per handle."""
-        while (delta := await self._deltas.get()) is not None:
-            yield delta
+        """Token deltas in order, from the first, until the run ends. Any number of readers."""
+        seen = 0
+        while True:
+            while seen < len(self._history):
+                seen += 1
+                yield self._history[seen - 1]
+            if self._closed:
+                return
+            await asyncio.shield(self._wake)
 
     # ---- runtime side
     def push(self, delta: StreamDelta) -> None:
-        self._deltas.put_nowait(delta)
+        self._history.append(delta)
+        self._notify()
 
     def resolve(self, result: RunResult) -> None:
         """Set the result once and close the stream; later calls are ignored."""
         if self._result.done():
             return
         self._result.set_result(result)
-        self._deltas.put_nowait(None)
+        self._closed = True
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake every reader waiting for the next delta (or the end)."""
+        if not self._wake.done():
+            self._wake.set_result(None)
+        self._wake = self._loop.create_future()

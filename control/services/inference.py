@@ -2,14 +2,19 @@
 
 Write path (all through one :class:`GroupCommitWriter`, no audit records: these rows are data):
 
-1. ``submit`` writes the queued request (the database enforces the idempotency key) and waits
-   for its commit, then hands the run to ``LiveRuntime.submit_run``: an accepted request is
-   durable before its caller hears of it.
-2. The runtime's usage sink reports each step as it ends; its ledger entry is queued at once
-   (unique per request, node and attempt), so a crash mid-run keeps the billing of the steps
-   already done, and a failed run is billed for exactly its completed steps.
+1. ``submit`` writes the queued request (the database enforces the idempotency key). With a
+   key it waits for that commit before the run starts (the key decides whether it runs); without
+   one the run starts while the row commits, and when the caller hears only of the run's end
+   (synchronous routes) the row may wait up to ``LINGER_S`` to share the end's commit. Either
+   way an accepted request is durable before its caller hears of it, and its bills and end
+   are queued behind it.
+2. The runtime's usage sink reports each step as it ends; its ledger entry (unique per request,
+   node and attempt) is queued at once, so a crash mid-run keeps the billing of the steps
+   already done, and a failed run is billed for exactly its completed steps. Only while the
+   request's own row still lingers (see 1) does the entry wait with it: row, bills and end
+   then commit together, or all are queued ``LINGER_S`` after the run started.
 3. When the run ends its terminal status, usage totals, outputs and per-node figures are queued
-   after its bills; the caller is answered once that commit is done.
+   after its bills (one commit for a short run); the caller is answered once that commit is done.
 
 A repeated idempotency key is answered from the first request: it is neither run nor billed
 again. Reads of runs of this process are served from memory; others come from the database.
@@ -57,6 +62,11 @@ MAX_KEY_RETRIES = 50
 POLL_S = 0.25
 #: Finished runs of this process kept in memory for ``wait``/``recent``.
 RECENT_RUNS = 2048
+#: How long the row of a run whose caller waits for its end (and the bills behind that row)
+#: may wait to share the run's final commit. A run that ends sooner is written in ONE
+#: transaction (the one commit on the caller's path); a longer one has them queued after this
+#: delay, so a crash keeps the billing of the steps already done.
+LINGER_S = 0.05
 #: How long a readiness verdict is reused: building the core's snapshot for every request
 #: would cost more than the request's own bookkeeping.
 HEALTH_TTL_S = 0.25
@@ -81,6 +91,11 @@ class RunCall:
     priority_class: str | None = None
     max_output_tokens: int = 0
     session_id: str | None = None
+    #: the caller learns of the run only from its end (synchronous routes): without an
+    #: idempotency key its row may then be written together with its end, in one commit
+    announce_at_end: bool = False
+    #: sampling of the run's generate steps (``temperature``, ``top_p``, ``seed``)
+    sampling: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,9 @@ class _Live:
     record: rec.RequestRecord
     trace: RunTrace
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: rows waiting to share the run's final commit (its accept, its bills), in order
+    writes: list[AcceptRequest | BillStep] = field(default_factory=list)
+    write_timer: asyncio.TimerHandle | None = None
 
 
 def estimate_tokens(payload: Mapping[str, Any]) -> int:
@@ -184,7 +202,7 @@ class InferenceService:
             return "runtime not started"
         now = monotonic()
         if fresh or self._health is None or now - self._health[1] >= HEALTH_TTL_S:
-            up = any(d.up for d in self.runtime.snapshot().devices)
+            up = self.runtime.devices_up() > 0
             self._health = ("ok" if up else "no healthy device", now)
         return self._health[0]
 
@@ -212,10 +230,34 @@ class InferenceService:
         key = f"{call.workflow_name}:{call.workflow_version}"
         if not self.catalog.has_workflow(key):
             await self._refuse_unrunnable(call.workflow_name, call.workflow_version)
+        if call.idempotency_key is None:
+            return await self._start_unkeyed(call, key)
         sub = await self._record(call)
         if sub.existing:
             return Started(sub.request, existing=True)
         record = sub.request
+        self._start(call, key, record)
+        return Started(record, existing=False)
+
+    async def _start_unkeyed(self, call: RunCall, key: str) -> Started:
+        """A request without an idempotency key cannot meet an earlier one, so its run starts
+        while its row commits (the commit and the run overlap instead of adding up); the
+        caller still hears of it only after the commit, and its bills and end are queued
+        behind the row, so every foreign key holds. If the row cannot be written the run is
+        left to finish unrecorded and the caller gets the error. With ``announce_at_end`` the
+        row lingers to share the run's final commit (the caller hears of the run only then)."""
+        op = self._accept_op(call, call.idempotency_key)
+        if call.announce_at_end:
+            live = self._start(call, key, op.record)
+            self._linger(live, op)
+            return Started(op.record, existing=False)
+        committed = self.writer.submit(op)
+        self._start(call, key, op.record)
+        sub = await committed
+        return Started(sub.request, existing=False)
+
+    def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> _Live:
+        """Hand the recorded request to the runtime and settle it when it ends."""
         core_request = Request(
             request_id=record.id,
             tenant_id=call.tenant_name,
@@ -227,13 +269,13 @@ class InferenceService:
             idempotency_key=call.idempotency_key,
         )
         trace = RunTrace(accepted_at=monotonic())
-        live = _Live(self.runtime.submit_run(RunRequest(core_request, dict(call.payload))),
-                     record, trace)  # fmt: skip
+        run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
+        live = _Live(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
         task = asyncio.get_running_loop().create_task(self._settle(record.id, live))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return Started(record, existing=False)
+        return live
 
     async def _record(self, call: RunCall) -> Submission:
         """Write the request. A key whose request was refused by admission (429) is not spent:
@@ -245,17 +287,23 @@ class InferenceService:
             key = call.idempotency_key
             if key is not None and attempt:
                 key = f"{key}~retry{attempt}"
-            op = AcceptRequest.new(
-                request_id=str(uuid.uuid4()), tenant_id=call.tenant_id,
-                workflow_name=call.workflow_name, workflow_version=call.workflow_version,
-                body_hash=call.body_hash, priority_class=priority, received_at=utcnow(),
-                idempotency_key=key,
-            )  # fmt: skip
-            sub = await self.writer.write(op)
+            sub = await self.writer.write(self._accept_op(call, key, priority))
             if not (sub.existing and sub.request.status == "rejected"):
                 return sub
         assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
+
+    def _accept_op(
+        self, call: RunCall, key: str | None, priority: str | None = None
+    ) -> AcceptRequest:
+        """The queued row of a new request (validated; raises ValidationError)."""
+        return AcceptRequest.new(
+            request_id=str(uuid.uuid4()), tenant_id=call.tenant_id,
+            workflow_name=call.workflow_name, workflow_version=call.workflow_version,
+            body_hash=call.body_hash,
+            priority_class=priority or call.priority_class or self.catalog.priority_of(call.tenant_name),
+            received_at=utcnow(), idempotency_key=key,
+        )  # fmt: skip
 
     async def _refuse_unrunnable(self, name: str, version: str) -> None:
         """The workflow is not in the live core: ServiceUnavailable for an active stored one
@@ -282,7 +330,34 @@ class InferenceService:
             device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=utcnow(),
             model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
         )  # fmt: skip
-        self.writer.submit(op).add_done_callback(_log_bill_failure)
+        if live is None or not live.writes:
+            self.writer.submit(op).add_done_callback(_log_write_failure)
+            return
+        self._linger(live, op)  # its request row itself still waits: the bill follows it
+
+    def _linger(self, live: _Live, op: AcceptRequest | BillStep) -> None:
+        """Keep ``op`` for the run's final commit, queued at the latest ``LINGER_S`` from now."""
+        live.writes.append(op)
+        if live.write_timer is None:
+            loop = asyncio.get_running_loop()
+            live.write_timer = loop.call_later(LINGER_S, self._queue_writes, live)
+
+    def _queue_writes(self, live: _Live) -> None:
+        """Queue the run's waiting rows, in order (its linger is up, or it ended)."""
+        if live.write_timer is not None:
+            live.write_timer.cancel()
+            live.write_timer = None
+        writes, live.writes = live.writes, []
+        for op in writes:
+            self.writer.submit(op).add_done_callback(_log_write_failure)
+
+    async def recorded(self, request_id: str) -> None:
+        """Make sure the request's row is committed (a synchronous caller whose run outlives
+        its timeout is told to look the run up)."""
+        live = self._live.get(request_id)
+        if live is not None:
+            self._queue_writes(live)
+        await self.writer.flush()
 
     def stream(self, request_id: str) -> AsyncIterator[StreamDelta] | None:
         """Token deltas of a run of this process still going (None: nothing to stream)."""
@@ -321,6 +396,7 @@ class InferenceService:
         result = await live.handle.result()
         refs = self.catalog.output_refs(live.record.workflow_name, live.record.workflow_version)
         try:
+            self._queue_writes(live)  # ahead of the end: accept, bills and end share a commit
             status, body, error = result_body(result, live.trace, refs)
             started = _started_at(live.trace) if status != "rejected" else None
             finish = FinishRequest(request_id, status, utcnow(), body, error, started)
@@ -333,6 +409,7 @@ class InferenceService:
         except Exception:  # a settle that fails must not kill the loop; the row stays open
             log.exception("could not record the end of request %s", request_id)
         finally:
+            self._queue_writes(live)  # nothing is lost when recording the end failed
             self._live.pop(request_id, None)
             live.done.set()
 
@@ -351,6 +428,6 @@ def _started_at(trace: RunTrace) -> datetime | None:
     return utcnow() - timedelta(milliseconds=max(0, ago_ms))
 
 
-def _log_bill_failure(future: asyncio.Future) -> None:
+def _log_write_failure(future: asyncio.Future) -> None:
     if not future.cancelled() and future.exception() is not None:
-        log.error("ledger entry not written: %s", future.exception())
+        log.error("run row or ledger entry not written: %s", future.exception())

@@ -148,23 +148,44 @@ def apply_run_records(session: Session, ops: Sequence[Any]) -> list[Any]:
         if type(op) not in by_kind:
             raise TypeError(f"unknown run-record operation {type(op).__name__}")
         by_kind[type(op)].append(i)
-    _accept(session, ops, by_kind[AcceptRequest], outcomes)
+    folded = _fold_finishes(ops, by_kind)
+    _accept(session, ops, by_kind[AcceptRequest], outcomes, folded)
     billed = lifecycle.insert_usage(session, [ops[i].row() for i in by_kind[BillStep]])
     for i in by_kind[BillStep]:
         op = ops[i]
         outcomes[i] = (op.request_id, op.node_id, op.attempt) in billed
         billed.discard((op.request_id, op.node_id, op.attempt))  # a repeat in this batch: False
-    lifecycle.finish_requests(session, [ops[i].row() for i in by_kind[FinishRequest]])
+    finishes = [i for i in by_kind[FinishRequest] if i not in folded]
+    lifecycle.finish_requests(session, [ops[i].row() for i in finishes])
     for i in by_kind[FinishRequest]:
         outcomes[i] = True
     return outcomes
 
 
-def _accept(session: Session, ops: Sequence[Any], idx: list[int], outcomes: list[Any]) -> None:
+def _fold_finishes(ops: Sequence[Any], by_kind: dict[type, list[int]]) -> dict[int, Any]:
+    """Finishes of requests accepted (without an idempotency key) in this same batch: their
+    row is inserted already ended, one statement instead of an insert and an update. Returns
+    finish index -> the FinishRequest, for the accept of the same request id."""
+    accepted = {ops[i].record.id for i in by_kind[AcceptRequest]
+                if ops[i].record.idempotency_key is None}  # fmt: skip
+    return {i: ops[i] for i in by_kind[FinishRequest] if ops[i].request_id in accepted}
+
+
+def _accept(
+    session: Session, ops: Sequence[Any], idx: list[int], outcomes: list[Any],
+    folded: dict[int, Any] | None = None,
+) -> None:  # fmt: skip
     if not idx:
         return
+    ends = {f.request_id: f for f in (folded or {}).values()}
     records = [ops[i].record for i in idx]
-    inserted = lifecycle.insert_requests(session, [_row(x) for x in records])
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for x in records:  # one executemany per column set (ended rows carry more columns)
+        row = _row(x, ends.get(x.id))
+        groups.setdefault(tuple(sorted(row)), []).append(row)
+    inserted: set[str] = set()
+    for rows in groups.values():
+        inserted |= lifecycle.insert_requests(session, rows)
     missing = [x for x in records if x.id not in inserted]
     stored = lifecycle.requests_by_key(
         session, [(x.tenant_id, x.idempotency_key) for x in missing if x.idempotency_key]
@@ -186,6 +207,12 @@ def _accept(session: Session, ops: Sequence[Any], idx: list[int], outcomes: list
 _UNSET_ON_ACCEPT = frozenset({"started_at", "first_token_at", "finished_at", "error", "result"})
 
 
-def _row(record: rec.RequestRecord) -> dict[str, Any]:
+def _row(record: rec.RequestRecord, end: FinishRequest | None = None) -> dict[str, Any]:
+    """The insert row of a new request; with ``end``, already in its terminal state (only
+    the end's fields that are set: None stays NULL, never JSON null)."""
     fields = rec.RequestRecord.__dataclass_fields__
-    return {k: getattr(record, k) for k in fields if k not in _UNSET_ON_ACCEPT}
+    row = {k: getattr(record, k) for k in fields if k not in _UNSET_ON_ACCEPT}
+    if end is not None:
+        row["status"] = end.status
+        row.update({k: v for k, v in end.row().items() if k in _UNSET_ON_ACCEPT and v is not None})
+    return row

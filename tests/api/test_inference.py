@@ -125,6 +125,32 @@ async def test_embeddings_route_runs_a_one_node_workflow_and_bills_it(live, acme
     assert usage["totals"]["input_tokens"] >= body["usage"]["prompt_tokens"]
 
 
+async def test_sync_embedding_is_recorded_in_one_commit(live, acme):
+    """A synchronous call without an idempotency key: its request row, its ledger entry and
+    its end share ONE commit (the one on the caller's path), and all three are stored by the
+    time the caller has its answer."""
+    inference = live[0].state.gateway.inference
+    await inference.writer.flush()
+    before = inference.writer.commits
+    r = await acme.post("/v1/embeddings", json={"model": "tiny-embed", "input": "one commit"})
+    assert r.status_code == 200, r.text
+    assert inference.writer.commits - before == 1
+    run_id = r.headers["x-legato-run-id"]
+    stored = live[1].requests.get(run_id)
+    assert stored.status == "succeeded" and stored.result["outputs"]["embedding"]
+    assert [e.node_id for e in live[1].usage.list() if e.request_id == run_id] == ["embed"]
+
+
+async def test_async_run_is_stored_before_its_id_is_returned(acme):
+    """An async run's id is handed out only once its row is committed: a plain GET (which
+    reads the database) finds it at once."""
+    body = {"inputs": {"query": "q", "documents": ["d1", "d2"]}, "mode": "async"}
+    r = await acme.post("/v1/workflows/pipe/versions/1/runs", json=body)
+    assert r.status_code == 202
+    found = await acme.get(f"/v1/runs/{r.json()['id']}")
+    assert found.status_code == 200, found.text
+
+
 async def test_workflow_sync_async_longpoll_and_other_tenant(live, acme):
     body = {"inputs": {"query": "where is Paris", "documents": ["Paris is in France", "dogs"]}}
     r = await acme.post("/v1/workflows/pipe/versions/1/runs", json=body)
@@ -170,8 +196,26 @@ async def test_chat_completion_and_stream(acme):
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(ln[6:]) for ln in lines[:-1]]
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
-    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    # the tiny random model rarely stops on its own: "length" exactly when it used all 4
+    reason = "length" if full["usage"]["completion_tokens"] >= 4 else "stop"
+    assert full["choices"][0]["finish_reason"] == reason
+    assert chunks[-1]["choices"][0]["finish_reason"] == reason
     assert text == full["choices"][0]["message"]["content"]  # greedy: same text both ways
+
+
+async def test_completion_sampling_reaches_the_model_and_length_is_reported(acme):
+    """temperature/top_p are part of the request (a different body from the greedy one) and
+    a completion cut at max_tokens says "length"."""
+    base = {"model": "tiny-gen", "prompt": "once upon a time", "max_tokens": 2}
+    r = await acme.post("/v1/completions", json=base)
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 2
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+    sampled = await acme.post("/v1/completions",
+                              json={**base, "temperature": 1.5, "top_p": 0.5})  # fmt: skip
+    assert sampled.status_code == 200, sampled.text
+    bad = await acme.post("/v1/completions", json={**base, "top_p": 0})
+    assert bad.status_code == 422
 
 
 async def test_completions_rerank_and_models(acme):

@@ -23,7 +23,10 @@ NEEDS_RUNTIME = (
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.
 # Their GET siblings (rollout progress) work without a runtime and stay fuzzed.
-POSTS_NEEDING_RUNTIME = r"^/admin/(placement-plans/\{item_id\}/(rollout|rollback)|fidelity/runs)$"
+POSTS_NEEDING_RUNTIME = (
+    r"^/admin/(placement-plans/\{item_id\}/(rollout|rollback)|fidelity/runs"
+    r"|workflows/\{name\}/versions/\{version\}/test-runs)$"
+)
 CHECKS = [
     checks.not_a_server_error,
     checks.status_code_conformance,

@@ -142,6 +142,16 @@ def test_device_down_retries_in_flight_work_elsewhere() -> None:
         core.complete(BatchResult("nope", 1, ()), 0.007)
 
 
+def test_devices_up_counts_what_the_snapshot_would_show() -> None:
+    core = make_core(FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[])
+    before = core.devices_up()
+    assert before == sum(1 for d in core.snapshot().devices if d.up) and before >= 1
+    core.ingest(DeviceDown("d000", "xid 79"), 0.001)
+    core.step(0.001)
+    assert core.devices_up() == before - 1
+    assert core.devices_up() == sum(1 for d in core.snapshot().devices if d.up)
+
+
 def test_tool_steps_run_on_the_host_and_headroom_is_checked() -> None:
     ten = FcfsTenancy(deny_devices={"d000"})
     core = make_core(ten, devs=DEVS, replicas=[("minilm:1", "d000")], workflows=[RAG])

@@ -88,6 +88,28 @@ def test_pipeline_across_devices_moves_outputs_worker_to_worker(ex):
     assert output["scores"][0] == pytest.approx(1.0, abs=1e-4)
 
 
+def test_return_output_comes_back_with_the_result_and_needs_no_fetch(ex):
+    """A step that feeds the caller sends its output with its result: fetch_output answers at
+    once (no round trip to the worker), with the value the worker holds; a step without the
+    flag still goes through the worker."""
+    load(ex, "embed-r", BERT, "cpu:0")
+    item = one("r-e", "embed", {"text": "cats purr softly"}, run="run-r")
+    plain = one("r-p", "embed", {"text": "dogs bark"}, run="run-p")
+    ex.submit(Batch("br", "embed-r", (BatchItem(item.step, item.idempotency_key, item.inputs,
+                                                item.params, return_output=True), plain)))  # fmt: skip
+    done = completions(wait_for(ex, all_done(["r-e", "r-p"])))
+    assert done["r-e"].ok and len(done["r-e"].output["vector"]) == 32
+    assert done["r-p"].ok and done["r-p"].output is None
+    returned = ex.fetch_output("run-r", "embed")
+    assert returned.done()  # answered without asking the worker
+    fetched = ex.fetch_output("run-p", "embed")
+    assert len(fetched.result(timeout=10)["vector"]) == 32
+    assert returned.result()["vector"] == pytest.approx(done["r-e"].output["vector"])
+    ex.release_run("run-r")
+    with pytest.raises(KeyError):
+        ex.fetch_output("run-r", "embed").result(timeout=10)
+
+
 def test_generate_streams_and_duplicate_key_is_not_run_twice(ex):
     load(ex, "gen-a", GPT2, "cpu:0")
     item = one(

@@ -58,6 +58,9 @@ class FakeRuntime:
     def snapshot(self) -> _Snapshot:
         return _Snapshot()
 
+    def devices_up(self) -> int:
+        return sum(1 for d in self.snapshot().devices if d.up)
+
     def submit_run(self, run) -> RunHandle:
         handle = RunHandle(run.request_id, asyncio.get_running_loop())
         self.handles[run.request_id] = handle

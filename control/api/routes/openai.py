@@ -28,6 +28,7 @@ from control.api.running import (
 )
 from control.api.schemas import inference as s
 from control.api.state import Gateway, gateway
+from control.runtime.mapping import DEFAULT_MAX_TOKENS
 from control.store.records import ModelRecord, RequestRecord
 
 router = APIRouter(
@@ -59,7 +60,8 @@ async def _one(
     digest: str, key: str | None, max_tokens: int = 0,
 ) -> RequestRecord:  # fmt: skip
     started = await start_run(gw, who, (single_model_name(model.name), model.version), payload,
-                              digest, key, max_output_tokens=max_tokens)  # fmt: skip
+                              digest, key, max_output_tokens=max_tokens,
+                              announce_at_end=True)  # fmt: skip
     record = await settled(gw, started.request.id, gw.config.sync_timeout_s)
     raise_for_outcome(record)
     return record
@@ -133,10 +135,19 @@ async def _generate(
     gw = gateway(request)
     model = await _find_model(gw, body.model, "generate")
     digest = body_hash(route, body.model_dump())
+    sampling = {"temperature": body.temperature, "top_p": body.top_p}
     started = await start_run(gw, who, (single_model_name(model.name), model.version),
                               {"prompt": prompt}, digest, key,
-                              max_output_tokens=body.max_tokens or 0)  # fmt: skip
+                              max_output_tokens=body.max_tokens or 0,
+                              sampling={k: v for k, v in sampling.items() if v is not None})  # fmt: skip
     return gw, model, started.request.id, f"{model.name}:{model.version}"
+
+
+def _finish_reason(record: RequestRecord, max_tokens: int | None) -> str:
+    """ "length" when the model produced as many tokens as it was allowed, else "stop"."""
+    usage = (record.result or {}).get("usage") or {}
+    limit = max_tokens or DEFAULT_MAX_TOKENS
+    return "length" if int(usage.get("output_tokens") or 0) >= limit else "stop"
 
 
 @router.post("/v1/chat/completions",
@@ -148,13 +159,13 @@ async def chat_completions(
     prompt = _chat_prompt(body.messages)
     gw, _, run_id, name = await _generate(request, who, body, prompt, "/v1/chat/completions", key)
     if body.stream:
-        return StreamingResponse(_chunks(gw, run_id, name, chat=True),  # type: ignore[return-value]
+        return StreamingResponse(_chunks(gw, run_id, name, True, body.max_tokens),  # type: ignore[return-value]
                                  media_type="text/event-stream")  # fmt: skip
     record = await settled(gw, run_id, gw.config.sync_timeout_s)
     raise_for_outcome(record)
     text = str(_outputs(record).get("text") or "")
     choice = s.ChatChoice(index=0, message=s.ChatMessage(role="assistant", content=text),
-                          finish_reason="stop")  # fmt: skip
+                          finish_reason=_finish_reason(record, body.max_tokens))  # fmt: skip
     return s.ChatCompletion(id=f"chatcmpl-{run_id}", created=_created(record), model=name,
                             choices=[choice], usage=_usage([record]))  # fmt: skip
 
@@ -167,12 +178,12 @@ async def completions(
     """Text completion of ``prompt``; ``stream: true`` answers with SSE chunks."""
     gw, _, run_id, name = await _generate(request, who, body, body.prompt, "/v1/completions", key)
     if body.stream:
-        return StreamingResponse(_chunks(gw, run_id, name, chat=False),  # type: ignore[return-value]
+        return StreamingResponse(_chunks(gw, run_id, name, False, body.max_tokens),  # type: ignore[return-value]
                                  media_type="text/event-stream")  # fmt: skip
     record = await settled(gw, run_id, gw.config.sync_timeout_s)
     raise_for_outcome(record)
     choice = s.CompletionChoice(index=0, text=str(_outputs(record).get("text") or ""),
-                                finish_reason="stop")  # fmt: skip
+                                finish_reason=_finish_reason(record, body.max_tokens))  # fmt: skip
     return s.Completion(id=f"cmpl-{run_id}", created=_created(record), model=name,
                         choices=[choice], usage=_usage([record]))  # fmt: skip
 
@@ -190,7 +201,9 @@ def _chunk(run_id: str, name: str, chat: bool, text: str | None, finish: str | N
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
-async def _chunks(gw: Gateway, run_id: str, name: str, chat: bool) -> AsyncIterator[bytes]:
+async def _chunks(
+    gw: Gateway, run_id: str, name: str, chat: bool, max_tokens: int | None
+) -> AsyncIterator[bytes]:
     """OpenAI-style SSE: one chunk per token delta, a final chunk, then ``[DONE]``. A run
     that did not succeed ends with an ``error`` object naming why."""
     inference = inference_of(gw)
@@ -206,7 +219,7 @@ async def _chunks(gw: Gateway, run_id: str, name: str, chat: bool) -> AsyncItera
         yield f"data: {json.dumps(error)}\n\n".encode()
     elif not sent:  # nothing was streamed (a replayed key): send the whole text at once
         yield _chunk(run_id, name, chat, str(_outputs(record).get("text") or ""), None)
-    yield _chunk(run_id, name, chat, None, "stop")
+    yield _chunk(run_id, name, chat, None, _finish_reason(record, max_tokens))
     yield b"data: [DONE]\n\n"
 
 

@@ -115,8 +115,9 @@ class ChatMessage(BaseModel):
 
 
 class GenerateOptions(BaseModel):
-    """Sampling is greedy: the one-model workflows take only ``max_tokens`` per request;
-    other sampling fields are accepted for client compatibility and ignored."""
+    """Sampling per request: ``temperature`` (0 or absent: greedy) and ``top_p`` reach the
+    model's generate step; ``max_tokens`` bounds the output (``finish_reason`` is "length"
+    when it was reached)."""
 
     model: str = Field(min_length=1, max_length=300)
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
