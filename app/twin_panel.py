@@ -36,6 +36,23 @@ def twin_error_caption() -> None:
         st.caption(sentence)
 
 
+FIDELITY_FORM = "fidelity_run"
+
+
+def validation_controls() -> None:
+    """The twin's measured error, and a button asking the gateway to measure it again
+    (``POST /admin/fidelity/runs``: about a minute in a worker process, stored as a fidelity
+    report). The API's refusal (one already running, no runner on this gateway) is shown."""
+    twin_error_caption()
+    if st.button("Measure the twin's error now", key="fid_run",
+                 help="Replays a short trace slice through the live stack and through the "
+                 "twin; the result becomes the error shown beside every prediction."):  # fmt: skip
+        ui.attempt(FIDELITY_FORM, "POST", "/admin/fidelity/runs", {"repeats": 1},
+                   ok="Validation started: the error above updates when it ends "
+                   "(about a minute).")  # fmt: skip
+    ui.form_error(FIDELITY_FORM)
+
+
 def _run_key(form: str) -> str:
     return f"twin_run:{form}"
 

@@ -63,6 +63,9 @@ if ended is not None and st.session_state.get("wi_shown") != ended["id"]:
 if ended is not None and ended["status"] == "failed":
     st.error(f"Twin run #{ended['id']} failed: {ended.get('error')}")
 
+st.header("How far to trust the twin")
+twin_panel.validation_controls()
+
 st.header("Finished runs")
 done = [r for r in data.items("/admin/whatif", status="succeeded") if r.get("results")]
 newest = [r["id"] for r in done][::-1]
