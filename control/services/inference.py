@@ -38,7 +38,13 @@ from control.core.types import Request
 from control.runtime.clock import monotonic, utcnow
 from control.runtime.types import RunHandle, RunRequest, StreamDelta, UsageRecord
 from control.services import Services
-from control.services.errors import DomainError, UnknownReference
+from control.services.errors import UnknownReference
+from control.services.inference_calls import (  # re-exported: callers import them from here
+    RunCall,
+    ServiceUnavailable,
+    Started,
+    estimate_tokens,
+)
 from control.services.live_catalog import LiveCatalog
 from control.services.run_records import (
     TERMINAL,
@@ -56,6 +62,8 @@ from db.session import session_scope
 
 log = logging.getLogger(__name__)
 
+__all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "estimate_tokens"]
+
 #: Retries of an idempotency key whose requests were refused by admission.
 MAX_KEY_RETRIES = 50
 #: How often a run of another process is looked up while waiting for it.
@@ -72,40 +80,6 @@ LINGER_S = 0.05
 HEALTH_TTL_S = 0.25
 
 
-class ServiceUnavailable(DomainError):
-    """No healthy device can serve the request (or the runtime is not running)."""
-
-
-@dataclass(frozen=True)
-class RunCall:
-    """One run as the API asks for it. ``payload`` feeds the workflow's ``input.*`` edges."""
-
-    tenant_id: int
-    tenant_name: str
-    actor: str
-    workflow_name: str
-    workflow_version: str
-    payload: Mapping[str, Any]
-    body_hash: str
-    idempotency_key: str | None = None
-    priority_class: str | None = None
-    max_output_tokens: int = 0
-    session_id: str | None = None
-    #: the caller learns of the run only from its end (synchronous routes): without an
-    #: idempotency key its row may then be written together with its end, in one commit
-    announce_at_end: bool = False
-    #: sampling of the run's generate steps (``temperature``, ``top_p``, ``seed``)
-    sampling: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Started:
-    """A submitted run; ``existing`` when an idempotent retry found the first request."""
-
-    request: rec.RequestRecord
-    existing: bool
-
-
 @dataclass
 class _Live:
     handle: RunHandle
@@ -115,18 +89,6 @@ class _Live:
     #: rows waiting to share the run's final commit (its accept, its bills), in order
     writes: list[AcceptRequest | BillStep] = field(default_factory=list)
     write_timer: asyncio.TimerHandle | None = None
-
-
-def estimate_tokens(payload: Mapping[str, Any]) -> int:
-    """Admission's estimate of input tokens (about 4 characters a token). The ledger bills
-    the real tokenizer's counts that the executor reports; this only sizes admission."""
-    chars = 0
-    for value in payload.values():
-        if isinstance(value, str):
-            chars += len(value)
-        elif isinstance(value, list | tuple):
-            chars += sum(len(v) for v in value if isinstance(v, str))
-    return chars // 4 + 1
 
 
 class InferenceService:
