@@ -75,9 +75,6 @@ RECENT_RUNS = 2048
 #: transaction (the one commit on the caller's path); a longer one has them queued after this
 #: delay, so a crash keeps the billing of the steps already done.
 LINGER_S = 0.05
-#: How long a readiness verdict is reused: building the core's snapshot for every request
-#: would cost more than the request's own bookkeeping.
-HEALTH_TTL_S = 0.25
 
 
 @dataclass
@@ -126,7 +123,6 @@ class InferenceService:
         self._live: dict[str, _Live] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
         self._tasks: set[asyncio.Task] = set()
-        self._health: tuple[str, float] | None = None
         runtime.usage_sink = self._on_usage
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -157,16 +153,12 @@ class InferenceService:
         return ids
 
     # ---- health ----------------------------------------------------------------------------
-    def readiness(self, *, fresh: bool = False) -> str:
-        """ "ok" when the runtime runs and at least one device is up; else why not. The device
-        verdict is reused for ``HEALTH_TTL_S`` unless ``fresh``."""
+    def readiness(self) -> str:
+        """ "ok" when the runtime runs and at least one device is up; else why not. Cheap
+        enough for every request: the core counts its devices, no snapshot is built."""
         if not self.started:
             return "runtime not started"
-        now = monotonic()
-        if fresh or self._health is None or now - self._health[1] >= HEALTH_TTL_S:
-            up = self.runtime.devices_up() > 0
-            self._health = ("ok" if up else "no healthy device", now)
-        return self._health[0]
+        return "ok" if self.runtime.devices_up() > 0 else "no healthy device"
 
     def require_capacity(self) -> None:
         """Raise ServiceUnavailable when no healthy device could serve a run now."""

@@ -138,7 +138,6 @@ class LiveConfigFeed:
         else:
             reason = f"operator marked device {spec.device_id} {status}"
             outcome = await self._ingest(DeviceDown(spec.device_id, reason), reason)
-        self._inference.readiness(fresh=True)
         await self.tenancy_changed()  # headroom pools are resolved over devices that are up
         return outcome
 

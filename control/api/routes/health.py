@@ -39,7 +39,7 @@ async def readyz(request: Request) -> Readiness:
     except Exception as exc:  # readiness reports any failure instead of raising it
         checks["database"] = f"unreachable: {type(exc).__name__}"
     if gw.inference is not None:
-        checks["runtime"] = gw.inference.readiness(fresh=True)
+        checks["runtime"] = gw.inference.readiness()
     ready = all(v == "ok" for v in checks.values())
     body = Readiness(ready=ready, checks=checks)
     if not ready:
