@@ -7,6 +7,9 @@ the wake-up. Inputs are SimPy events of priority ``RECORD``; the driver's loop r
 step right after the last input of that instant (before observers and later instants), the order
 an event of priority ``STEP`` would have, without scheduling one per instant.
 Actions that complete later (dispatches, loads) schedule their completion as a new input.
+A batch of a ``continuous_batching`` model joins its replica's decode loop (``SimExecutor.join``)
+and may move the completions of the batches already there: each move re-schedules the batch's
+completion under a new version, and the stale event, when it fires, is ignored.
 
 The driver decides nothing: which batch runs where, what loads, who is refused all come from the
 core; the executor only predicts durations. ``log`` is the decision log ((time, action) pairs)
@@ -57,6 +60,10 @@ class Observer(Protocol):
     def on_submit(self, req: Request, now: float) -> None: ...
     def on_dispatch(self, d: Dispatch, done: Completion, now: float) -> None: ...
     def on_complete(self, d: Dispatch, done: Completion, now: float) -> None: ...
+    def on_drop(self, d: Dispatch, done: Completion, now: float) -> None:
+        """A batch in flight was lost with its device (it never completes)."""
+        ...
+
     def on_reject(self, a: Reject, now: float) -> None: ...
     def on_finish(self, a: RunFinished, now: float) -> None: ...
     def on_load(self, a: LoadModel, ready_at: float) -> None: ...
@@ -89,6 +96,9 @@ class TwinDriver:
         self._inflight: dict[str, tuple[Dispatch, Completion]] = {}
         self._replicas_by_device = replicas_by_device or {}
         self._revived = 0
+        models = getattr(executor, "models", {})
+        self._joins = frozenset(k for k, m in models.items() if m.continuous_batching)
+        self._version: dict[str, int] = {}  # joined batch in flight -> its live completion
 
     # ----- inputs
     def _due(self) -> None:
@@ -101,6 +111,14 @@ class TwinDriver:
         if self.obs is not None:
             self.obs.on_submit(req, now)
         self._due()
+
+    def _done_joined(self, batch_id: str, version: int) -> None:
+        if self._version.get(batch_id) != version:
+            return  # moved by a later join (or lost with its device): not this event
+        del self._version[batch_id]
+        d = self._inflight[batch_id][0]
+        self._inflight[batch_id] = (d, self.executor.deliver(d))  # its final completion
+        self._done(batch_id)
 
     def _done(self, batch_id: str) -> None:
         entry = self._inflight.pop(batch_id, None)
@@ -122,7 +140,12 @@ class TwinDriver:
         if ev.kind == "down":
             self._down.add(ev.device_id)
             for bid in [b for b, (d, _) in self._inflight.items() if ev.device_id in d.device_ids]:
-                del self._inflight[bid]
+                d, done = self._inflight.pop(bid)
+                self._version.pop(bid, None)
+                if self.obs is not None:
+                    self.obs.on_drop(d, done, now)
+            if self._joins:
+                self.executor.lanes.device_down(ev.device_id)
             self.core.ingest(DeviceDown(ev.device_id, ev.reason), now)
         else:
             self._down.discard(ev.device_id)
@@ -169,11 +192,29 @@ class TwinDriver:
         self._due()
 
     def _dispatch(self, d: Dispatch, now: float) -> None:
+        if d.model_key in self._joins:
+            self._join(d, now)
+            return
         done = self.executor.run(d)
         self._inflight[d.batch_id] = (d, done)
         if self.obs is not None:
             self.obs.on_dispatch(d, done, now)
         self.env.call_at(now + done.duration_us / 1e6, lambda _e, b=d.batch_id: self._done(b))
+
+    def _join(self, d: Dispatch, now: float) -> None:
+        """Carry out a dispatch to a continuous replica: schedule the joiner's completion and
+        move those of the batches it delays (a new version each; the old events go stale)."""
+        done, moves = self.executor.join(d, now)
+        self._inflight[d.batch_id] = (d, done)  # as predicted now; the final one on delivery
+        for bid, end in moves:
+            version = self._version.get(bid, 0) + 1
+            self._version[bid] = version
+            # max: the engine counts whole microseconds, so an instant batch could land a
+            # fraction of one before now
+            at = max(end, now)
+            self.env.call_at(at, lambda _e, b=bid, v=version: self._done_joined(b, v))
+        if self.obs is not None:
+            self.obs.on_dispatch(d, done, now)
 
     # ----- running
     def run(

@@ -10,22 +10,24 @@ model's stated one. Router steps pick a branch label from seeded per-node weight
 profile measured how much device times scatter (``service_sigma_milli``), each batch's time is
 scattered the same way, seeded per batch: queueing grows with the variance of service times, so
 a twin that waits out only medians under-predicts waiting on a noisy device.
+
+A model with ``continuous_batching`` runs through ``join`` instead of ``run``: its batches share
+their replica's decode loop (:mod:`sim.continuous`), so a batch that joins moves the completions
+of the batches already there; scatter, prefix cache and transfers apply per batch as above.
 """
 
 from __future__ import annotations
 
-import math
-import random
-import zlib
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from control.core.actions import BatchItem, Dispatch, LoadModel
+from control.core.actions import Dispatch, LoadModel
 from control.core.latency import LatencyModel
 from control.core.routing.transfer import TransferCosts
 from control.core.types import BLOCK_TOKENS, BatchResult, DeviceSpec, ModelSpec, StepResult
 from control.executor.base import ItemResult, StepKey
+from sim.continuous import Joined, Joiner, Lanes
+from sim.executor_models import PrefixCache, route_label, service_factor
 
 
 @dataclass(frozen=True)
@@ -73,58 +75,26 @@ class Completion:
     records: tuple[ItemResult, ...]
     duration_us: int
     first_token_us: int | None  # prefill done: first output token of generate items
+    #: ran in its replica's continuous decode loop: its time overlaps the other batches there
+    joined: bool = False
 
 
-class _PrefixCache:
-    """LRU set of block hashes one replica holds (a KV cache by prefix blocks)."""
+@dataclass(slots=True)  # not frozen: built per batch, and frozen init costs more
+class _Work:
+    """A model batch's device work, before a replica schedules it (microseconds)."""
 
-    __slots__ = ("blocks", "capacity")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.blocks: OrderedDict[int, None] = OrderedDict()
-
-    def hit_then_insert(self, hashes: tuple[int, ...]) -> int:
-        """Leading blocks already cached (a prefix match), then cache them all."""
-        hits = 0
-        for h in hashes:
-            if h not in self.blocks:
-                break
-            hits += 1
-        for h in hashes:
-            self.blocks[h] = None
-            self.blocks.move_to_end(h)
-        while len(self.blocks) > self.capacity:
-            self.blocks.popitem(last=False)
-        return hits
-
-
-def service_factor(batch_id: str, seed: int, sigma_milli: int) -> float:
-    """A log-normal factor of median 1 for one batch's device time: ``exp(N(0, sigma))`` drawn
-    from a generator seeded by the batch id and the run's seed (no shared RNG, so a batch's
-    factor does not depend on event order)."""
-    rng = random.Random(zlib.crc32(f"{seed}/{batch_id}".encode()))
-    return math.exp(rng.gauss(0.0, sigma_milli / 1000))
-
-
-def route_label(item: BatchItem, weights: Mapping[str, Mapping[str, int]], seed: int) -> str:
-    """A router's branch: weighted by ``weights[node_id]``, chosen by a stable hash of the run
-    and seed (no shared RNG, so the choice does not depend on event order); without weights the
-    node's ``default`` label."""
-    options = weights.get(item.node_id)
-    if not options:
-        return str(item.params.get("default", ""))
-    total = sum(options.values())
-    pick = zlib.crc32(f"{seed}/{item.request_id}/{item.node_id}".encode()) % total
-    for label in sorted(options):
-        pick -= options[label]
-        if pick < 0:
-            return label
-    return sorted(options)[-1]
+    dev: DeviceSpec
+    hits: list[int]  # prefix blocks hit, per item
+    move: int  # transfers and dispatch overhead, before the device starts
+    prefill: int  # scatter applied
+    decode: int  # alone on the replica, scatter applied
+    out: int  # tokens its longest output generates
+    factor: float  # its scatter (1.0 without)
 
 
 class SimExecutor:
-    """Predicts completions of dispatched batches. Keeps only the prefix-cache contents."""
+    """Predicts completions of dispatched batches. Keeps the prefix-cache contents and the
+    decode loops of continuous replicas."""
 
     def __init__(
         self,
@@ -141,22 +111,54 @@ class SimExecutor:
         self.config = config or SimExecutorConfig()
         self.routes = routes or {}
         self.seed = seed
-        self._caches: dict[str, _PrefixCache] = {}
+        self._caches: dict[str, PrefixCache] = {}
+        #: continuous replicas with batches in flight (``device_down`` drops a failed device's)
+        self.lanes = Lanes()
 
     def load_us(self, action: LoadModel) -> int:
         """Measured load time on the target's device type, else the model's stated one."""
         acc = self.devices[action.device_ids[0]].accelerator
         measured = self.latency.load_us(action.model_key, acc)
-        return (
-            measured
-            if measured is not None
-            else int(self.models[action.model_key].load_time_s * 1e6)
-        )
+        if measured is not None:
+            return measured
+        return int(self.models[action.model_key].load_time_s * 1e6)
 
     def run(self, d: Dispatch) -> Completion:
-        """Predict one batch: duration, first-token offset and the per-item records."""
+        """Predict one batch alone on its replica: duration, first-token offset, records."""
         if d.replica_id is None:
             return self._tool(d)
+        w = self._work(d)
+        total = w.move + w.prefill + w.decode
+        first = w.move + w.prefill if w.out else None
+        return self._completion(d, w, total, first, len(d.items))
+
+    def join(self, d: Dispatch, now: float) -> tuple[Completion, list[tuple[str, float]]]:
+        """Continuous batching: ``d`` (dispatched at ``now``) joins its replica's decode loop
+        (:mod:`sim.continuous`). Returns its completion as predicted now, and (batch id, end on
+        the clock) for it and for every batch there whose end it moves. A batch alone on an
+        idle replica gets exactly what ``run`` predicts when its sequences all generate as many
+        tokens; ``deliver`` gives a batch's final completion when it ends."""
+        w = self._work(d)
+        key, acc, lat = d.model_key or "", w.dev.accelerator, self.latency
+        outputs = tuple(i.max_output_tokens for i in d.items)
+        joined = self.lanes.join(
+            d.replica_id or "", d.device_ids, now, lambda n, k: lat.decode_us(key, acc, n, k),
+            Joiner(d.batch_id, w.move, w.prefill, outputs, w.factor), w,
+        )  # fmt: skip
+        return self._joined(d, joined[0]), [(x.batch_id, x.end_s) for x in joined]
+
+    def deliver(self, d: Dispatch) -> Completion:
+        """A joined batch ends: its final completion (``device_ms`` from dispatch to end,
+        ``first_token_ms`` its own prefill's end, ``batch_size`` the sequences decoding together
+        right after it joined, its own included); its replica's loop forgets it."""
+        return self._joined(d, self.lanes.release(d.replica_id or "", d.batch_id))
+
+    def _joined(self, d: Dispatch, x: Joined) -> Completion:
+        w, tm, t0 = x.payload, x.timing, x.dispatch_us
+        first = tm.first_token_us - t0 if w.out else None  # type: ignore[attr-defined]
+        return self._completion(d, w, tm.end_us - t0, first, tm.joined_with, True)  # type: ignore[arg-type]
+
+    def _work(self, d: Dispatch) -> _Work:
         dev = self.devices[d.device_ids[0]]
         cfg = self.config
         hits = self._hits(d)
@@ -168,37 +170,41 @@ class SimExecutor:
         prefill = self.latency.forward_us(key, acc, n, longest)
         out = max(i.max_output_tokens for i in d.items)
         decode = self.latency.decode_us(key, acc, n, out) if out else 0
+        spread = 1.0
         if cfg.service_sigma_milli:
             spread = service_factor(d.batch_id, self.seed, cfg.service_sigma_milli)
             prefill, decode = round(prefill * spread), round(decode * spread)
         move = self._transfer_us(d, dev) if cfg.transfers else 0
         move += cfg.dispatch_overhead_us  # before the device starts, as the worker sees it
-        total = move + prefill + decode
+        return _Work(dev, hits, move, prefill, decode, out, spread)
+
+    def _completion(
+        self, d: Dispatch, w: _Work, total: int, first: int | None, n: int, joined: bool = False
+    ) -> Completion:
         records = tuple(
             ItemResult(
                 step=StepKey(it.request_id, it.node_id, it.attempt),
                 idempotency_key=it.idempotency_key,
                 replica_id=d.replica_id,
-                device_id=dev.device_id,
+                device_id=w.dev.device_id,
                 ok=True,
                 input_tokens=it.input_tokens,
                 output_tokens=it.max_output_tokens,
                 device_ms=total / 1000,
-                first_token_ms=(move + prefill) / 1000 if it.max_output_tokens else None,
+                first_token_ms=first / 1000 if it.max_output_tokens and first is not None else None,
                 prefix_hit_tokens=h * BLOCK_TOKENS,
                 batch_size=n,
             )  # fmt: skip
-            for it, h in zip(d.items, hits, strict=True)
+            for it, h in zip(d.items, w.hits, strict=True)
         )
-        first = move + prefill if out else None
-        return Completion(to_batch_result(d, records, total), records, total, first)
+        return Completion(to_batch_result(d, records, total), records, total, first, joined)
 
     def _hits(self, d: Dispatch) -> list[int]:
         if not self.config.prefix_cache:
             return [i.predicted_hit_blocks for i in d.items]
         cache = self._caches.get(d.replica_id or "")
         if cache is None:
-            cache = self._caches[d.replica_id or ""] = _PrefixCache(self.config.prefix_cache_blocks)
+            cache = self._caches[d.replica_id or ""] = PrefixCache(self.config.prefix_cache_blocks)
         return [cache.hit_then_insert(i.prefix_blocks) if i.prefix_blocks else 0 for i in d.items]
 
     def _transfer_us(self, d: Dispatch, dst: DeviceSpec) -> int:

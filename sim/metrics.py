@@ -6,6 +6,12 @@ node(s), end time and status. Per device: busy time per time bucket. Per tenant:
 and cost units served, loads, and periodic queue depths read from the core's snapshot (per
 model: steps bound to its replicas plus steps still pending, unbound, for it). Kept
 small per event: the twin's speed depends on it.
+
+Busy time of a replica that batches continuously (``Completion.joined``) is the union of its
+batches' [dispatch, end) intervals, which overlap: it is recorded per busy period (from the
+dispatch that finds the replica with nothing in flight to the end, or loss, of its last batch),
+since a later join can still move a batch's end. A request's first token is its own batch's
+prefill end, read from the batch's final completion.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ class Recorder:
     queue_depth: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     preload: dict[str, int] = field(default_factory=dict)
+    #: continuous replica -> [batches in flight, start of its busy period]
+    _periods: dict[str, list] = field(default_factory=dict)
 
     def on_submit(self, req: Request, now: float) -> None:
         self.requests[req.request_id] = RequestRecord(
@@ -55,7 +63,13 @@ class Recorder:
         )
 
     def on_dispatch(self, d: Dispatch, done: Completion, now: float) -> None:
-        if d.replica_id is not None:
+        if done.joined:
+            period = self._periods.get(d.replica_id or "")
+            if period is None:
+                self._periods[d.replica_id or ""] = [1, now]
+            else:
+                period[0] += 1
+        elif d.replica_id is not None:
             self._busy(d.device_ids, now, now + done.duration_us / 1e6)
         cost, counts, reqs = self.cost, self.counts, self.requests
         for it in d.items:
@@ -71,6 +85,8 @@ class Recorder:
         counts["items"] += len(d.items)
 
     def on_complete(self, d: Dispatch, done: Completion, now: float) -> None:
+        if done.joined:
+            self._leave(d, now)
         counts = self.counts
         for it, r in zip(d.items, done.records, strict=True):
             counts["tokens"] += r.input_tokens + r.output_tokens
@@ -87,6 +103,19 @@ class Recorder:
                 and it.node_id in self.output_nodes.get(rec.workflow, ())
             ):
                 rec.first_token = now - (done.duration_us / 1e3 - r.first_token_ms) / 1e3
+
+    def on_drop(self, d: Dispatch, done: Completion, now: float) -> None:
+        # a static batch's busy time was counted whole at dispatch (the device was reserved)
+        if done.joined:
+            self._leave(d, now)
+
+    def _leave(self, d: Dispatch, now: float) -> None:
+        """A joined batch left its replica: a busy period ends when none is left in flight."""
+        period = self._periods[d.replica_id or ""]
+        period[0] -= 1
+        if period[0] == 0:
+            del self._periods[d.replica_id or ""]
+            self._busy(d.device_ids, period[1], now)
 
     def on_reject(self, a: Reject, now: float) -> None:
         rec = self.requests.get(a.request_id)

@@ -8,7 +8,7 @@ each dispatched step and emit one ``Dispatch``. A tool step is dispatched alone 
 from __future__ import annotations
 
 from control.core.actions import BatchItem, Dispatch
-from control.core.batching.base import FormedBatch
+from control.core.batching.base import FormedBatch, take_fitting
 from control.core.context import CoreState
 from control.core.latency import service_us
 from control.core.loads import mark_used
@@ -73,7 +73,7 @@ def _headroom_ok(st: CoreState, rec: ReplicaRecord, steps: list[QueuedStep]) -> 
             continue
         reps = [st.cluster.replicas[r] for r in dev.replicas]
         cap = sum(r.model.max_batch_size for r in reps) or 1
-        used = sum(len(st.batches[r.inflight].items) for r in reps if r.inflight in st.batches)
+        used = sum(len(st.batches[b].items) for r in reps for b in r.running if b in st.batches)
         usage[dev_id] = PoolUsage(dev_id, cap, used)
     allowed = []
     for s in steps:
@@ -89,15 +89,31 @@ def _headroom_ok(st: CoreState, rec: ReplicaRecord, steps: list[QueuedStep]) -> 
     return allowed
 
 
+def _join(ordered: list[QueuedStep], rec: ReplicaRecord, slots: int) -> FormedBatch:
+    """Steps that join a continuous replica's running decode loop: as many as its free slots
+    and the prefill token cap allow, at once. Waiting for a fuller batch would only delay
+    them: the loop runs anyway, and a joiner costs the running sequences one prefill."""
+    count, padded, _full, _why = take_fitting(ordered, slots, rec.model.max_batch_tokens)
+    reason = (
+        f"{count} joins the running decode loop ({rec.running_seqs} sequences running, "
+        f"{slots} free)"
+    )
+    return FormedBatch(count, padded, reason)
+
+
 def _choose(
-    st: CoreState, rec: ReplicaRecord
+    st: CoreState, rec: ReplicaRecord, slots: int
 ) -> tuple[list[QueuedStep], FormedBatch | None] | None:
     """(queue in service order, formed batch or None to wait), or None when headroom holds
-    every step back."""
+    every step back. A continuous replica that is running is joined (``slots`` free)."""
     by_key = rec.queue
     queued = list(by_key.values())
+    joining = bool(rec.running)
     if rec.device.device_id not in st.reserved_devices:
-        formed = st.batching.form(queued, min([s.arrival for s in queued]), rec.model, st.now)
+        if joining:
+            formed = _join(queued, rec, slots)
+        else:
+            formed = st.batching.form(queued, min([s.arrival for s in queued]), rec.model, st.now)
         if formed is None or formed.count == len(queued):
             # waiting, or the whole queue goes out as one batch: the fair-share order cannot
             # change which steps are dispatched, so the queue is taken as bound (late binding
@@ -107,14 +123,20 @@ def _choose(
     ordered = _headroom_ok(st, rec, [by_key[w.key] for w in ordered_work])
     if not ordered:
         return None
+    if joining:
+        return ordered, _join(ordered, rec, slots)
     return ordered, st.batching.form(ordered, min([s.arrival for s in ordered]), rec.model, st.now)
 
 
 def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
-    """Dispatch one batch on a free ready replica, or arm a wake-up at the batching deadline."""
-    if rec.state != ReplicaState.READY or rec.inflight is not None or not rec.queue:
+    """Dispatch one batch on a ready replica that can start one (free, or a continuous replica
+    with free slots), or arm a wake-up at the batching deadline."""
+    if rec.state != ReplicaState.READY or not rec.queue:
         return
-    picked = _choose(st, rec)
+    slots = rec.free_slots()
+    if slots <= 0:
+        return
+    picked = _choose(st, rec, slots)
     if picked is None:
         return
     ordered, formed = picked
@@ -128,10 +150,17 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
         dequeue(st, s, dispatched=True)
     longest = max([s.input_tokens for s in chosen])  # list comprehensions: no generator frames
     out = max([s.max_output_tokens for s in chosen])
-    predicted = service_us(
-        st.latency, rec.model.key, rec.device.accelerator, len(chosen), longest, out
-    )
+    acc, n = rec.device.accelerator, len(chosen)
+    prefill_us = 0
+    if rec.model.continuous_batching:
+        # the prefill runs as one iteration after those already scheduled (the running
+        # sequences wait for it), then every sequence decodes together at the loop's new size
+        prefill_us = st.latency.forward_us(rec.model.key, acc, n, longest)
+        decode = st.latency.decode_us(rec.model.key, acc, rec.running_seqs + n, out) if out else 0
+        backlog = max(0, int((rec.prefill_until - st.now) * 1e6)) if rec.running else 0
+        predicted = backlog + prefill_us + decode
+    else:
+        predicted = service_us(st.latency, rec.model.key, acc, n, longest, out)
     _launch(st, chosen, rec, formed.padded_tokens, predicted, f"{rec.replica_id}: {formed.reason}")
-    rec.inflight = chosen[0].batch_id
-    rec.busy_until = st.now + predicted / 1e6
+    rec.start_running(chosen[0].batch_id, n, st.now, st.now + predicted / 1e6, prefill_us / 1e6)
     mark_used(st, rec)

@@ -53,7 +53,7 @@ def room(st: CoreState, rec: ReplicaRecord) -> int:
         return 0
     ahead = st.config.binding.bind_ahead_us / 1e6
     if rec.state == ReplicaState.READY:
-        if rec.inflight is not None and rec.busy_until - st.now > ahead:
+        if rec.running and rec.busy_until - st.now > ahead:
             return 0
     elif rec.state != ReplicaState.LOADING or rec.ready_at - st.now > ahead:
         return 0
@@ -80,7 +80,7 @@ def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
             continue
         state = rec.state
         if state == ready:
-            if rec.inflight is not None and rec.busy_until - now > ahead:
+            if rec.running and rec.busy_until - now > ahead:
                 continue
         elif state != loading or rec.ready_at - now > ahead:
             continue

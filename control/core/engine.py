@@ -162,7 +162,7 @@ class ControlCore:
         st = self._st
         if kind == "batch":
             rec = st.cluster.replicas.get(ident)
-            return rec is not None and bool(rec.queue) and rec.inflight is None
+            return rec is not None and bool(rec.queue) and rec.free_slots() > 0
         step = st.steps.get(ident)
         return step is not None and step.batch_id is not None
 

@@ -55,7 +55,7 @@ def apply_replica_loaded(st: CoreState, ev: ReplicaLoaded) -> None:
 
 
 def fail_replica(st: CoreState, replica_id: str, reason: str) -> None:
-    """Drop a replica: its queued steps are routed again; its batch in flight is lost and each
+    """Drop a replica: its queued steps are routed again; its batches in flight are lost and each
     step is retried elsewhere without using its node's ``retries`` (see ``fail_step``)."""
     rec = st.cluster.replicas.get(replica_id)
     if rec is None:
@@ -65,12 +65,14 @@ def fail_replica(st: CoreState, replica_id: str, reason: str) -> None:
     for step in list(rec.queue.values()):
         dequeue(st, step, dispatched=False)
         st.ready.append(step)
-    if rec.inflight is not None:
-        batch = st.batches.pop(rec.inflight, None)
-        st.dropped_batches.add(rec.inflight)
+    for batch_id in sorted(rec.running):
+        batch = st.batches.pop(batch_id, None)
+        st.dropped_batches.add(batch_id)
         for step in batch.items.values() if batch else ():
             if st.steps.get(step.key) is step:
                 fail_step(st, step, reason, lost=True)
+    rec.running.clear()
+    rec.running_seqs = 0
     st.cluster.remove_replica(replica_id)
     rec.state = ReplicaState.FAILED
     st.sessions = {s: r for s, r in st.sessions.items() if r != replica_id}

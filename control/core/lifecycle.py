@@ -32,7 +32,7 @@ def scale_to_zero(st: CoreState) -> None:
         if (
             not reps
             or len(st.pending.get(model_key, ()))
-            or any(r.inflight is not None or r.queue or r.state != ReplicaState.READY for r in reps)
+            or any(r.running or r.queue or r.state != ReplicaState.READY for r in reps)
         ):
             continue
         last = max(r.last_used for r in reps)

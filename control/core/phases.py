@@ -85,8 +85,7 @@ def batch_done(st: CoreState, result: BatchResult) -> None:
         return
     rec = st.cluster.replicas.get(batch.replica_id or "")
     if rec is not None:
-        rec.inflight = None
-        rec.busy_until = st.now
+        rec.stop_running(result.batch_id, len(batch.items), st.now)
         st.dirty.add(rec.replica_id)
         st.batching.observe(rec.model, len(batch.items), result.device_us)
     reported = {r.key: r for r in result.items}

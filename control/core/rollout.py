@@ -226,7 +226,7 @@ def advance(st: CoreState) -> None:
             ro.draining.discard(rid)
             continue
         _move_queue(st, ro, rec)
-        if rec.inflight is None and not rec.queue:
+        if not rec.running and not rec.queue:
             ro.draining.discard(rid)
             evict(st, rec, f"{rid} drained for plan {ro.plan_id}: nothing queued or in flight")
             ro.evicted += 1

@@ -47,9 +47,11 @@ class ReplicaView:
     state: str
     queue_len: int
     queue_us: int
-    inflight_batch: str | None
+    inflight_batch: str | None  # the earliest dispatched of ``running_batches``
     speculative: bool
     used: bool
+    running_batches: tuple[str, ...] = ()  # several only for a continuous-batching model
+    running_seqs: int = 0
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,17 @@ def _why(st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int)
     elif rec.loading:
         left = max(0.0, rec.ready_at - now) * 1000
         own = f"waiting for {rec.model.key} to load on {rec.device.device_id} (~{left:.0f} ms left)"
-    elif rec.inflight is not None:
+    elif rec.running and rec.free_slots() == 0:
         left = max(0.0, rec.busy_until - now) * 1000
+        batches = ", ".join(rec.running)
         own = (
-            f"{rec.replica_id} is running batch {rec.inflight} (~{left:.0f} ms left); "
-            f"{ahead} step(s) ahead in its queue"
+            f"{rec.replica_id} is running batch {batches} (~{left:.0f} ms until it can start "
+            f"more); {ahead} step(s) ahead in its queue"
+        )
+    elif rec.running:
+        own = (
+            f"joining the running decode loop of {rec.replica_id} ({rec.running_seqs} "
+            f"sequences running, {rec.free_slots()} free) at the next step"
         )
     else:
         cap = st.batching.max_batch_size(rec.model)
@@ -172,7 +180,7 @@ def _step_view(
 def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView:
     model = step.model_key or ""
     reps = st.cluster.by_model.get(model, {})
-    busy = sum(1 for r in reps.values() if r.inflight is not None)
+    busy = sum(1 for r in reps.values() if r.free_slots() == 0)
     own = (
         f"waiting for a free replica of {model} ({busy} of {len(reps)} busy); "
         f"{ahead} step(s) ahead in the fair-share order"
@@ -188,7 +196,8 @@ def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView
 def _replica_view(r: ReplicaRecord) -> ReplicaView:
     return ReplicaView(
         r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
-        len(r.queue), r.queue_us, r.inflight, r.speculative, r.used,
+        len(r.queue), r.queue_us, next(iter(r.running), None), r.speculative, r.used,
+        tuple(r.running), r.running_seqs,
     )  # fmt: skip
 
 

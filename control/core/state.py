@@ -52,7 +52,7 @@ class ReplicaRecord:
 
     __slots__ = (
         "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
-        "queue", "queue_us", "inflight", "prefix", "last_used", "speculative", "used",
+        "queue", "queue_us", "running", "running_seqs", "prefill_until", "prefix", "last_used", "speculative", "used",
         "load_reason", "routable", "draining", "plan_id",
     )  # fmt: skip
 
@@ -70,7 +70,13 @@ class ReplicaRecord:
         self.busy_until = 0.0
         self.queue: dict[str, QueuedStep] = {}
         self.queue_us = 0
-        self.inflight: str | None = None  # batch id; one batch in flight per replica
+        # batch id -> predicted end (s). One batch at a time, or several sharing the decode
+        # loop of a continuous-batching model (their sequences within max_batch_size)
+        self.running: dict[str, float] = {}
+        self.running_seqs = 0
+        # continuous batching: when the prefills already scheduled on the loop end (joiners
+        # prefill one after another, each stalling the loop); routing counts it as waiting
+        self.prefill_until = 0.0
         self.prefix = PrefixIndex(prefix_capacity)
         self.last_used = 0.0
         self.speculative = False
@@ -86,12 +92,60 @@ class ReplicaRecord:
 
     @property
     def idle(self) -> bool:
-        return self.state == ReplicaState.READY and self.inflight is None and not self.queue
+        return self.state == ReplicaState.READY and not self.running and not self.queue
+
+    def free_slots(self) -> int:
+        """Sequences a new batch may bring now: the whole batch size when nothing runs; with
+        continuous batching what the running batches leave of it; otherwise 0 while busy."""
+        if not self.running:
+            return self.model.max_batch_size
+        if self.model.continuous_batching:
+            return max(0, self.model.max_batch_size - self.running_seqs)
+        return 0
+
+    @property
+    def loop_seqs(self) -> int:
+        """Sequences a newcomer would decode beside: those of a continuous loop, else 0."""
+        return self.running_seqs if self.model.continuous_batching else 0
+
+    def start_running(
+        self, batch_id: str, seqs: int, now: float, end: float, prefill_s: float
+    ) -> None:
+        """Record a dispatched batch. On a continuous replica its prefill (``prefill_s``) runs
+        after the prefills already scheduled and delays the batches already running: they
+        wait while it runs."""
+        if self.model.continuous_batching:
+            if self.running:
+                for bid in self.running:
+                    self.running[bid] += prefill_s
+            self.prefill_until = max(now, self.prefill_until) + prefill_s
+        self.running[batch_id] = end
+        self.running_seqs += seqs
+        self._refresh_busy(now)
+
+    def stop_running(self, batch_id: str, seqs: int, now: float) -> bool:
+        """Forget a finished (or dropped) batch; False when it was not running here."""
+        if self.running.pop(batch_id, None) is None:
+            return False
+        self.running_seqs = max(0, self.running_seqs - seqs)
+        self._refresh_busy(now)
+        return True
+
+    def _refresh_busy(self, now: float) -> None:
+        # busy_until: when the replica can next START new work (what routing, binding and
+        # stealing compare): now while a continuous replica has a free slot, else the end of
+        # the running batch (the earliest of several, which frees slots)
+        if not self.running:
+            self.busy_until = now
+        elif self.model.continuous_batching and self.running_seqs < self.model.max_batch_size:
+            self.busy_until = now
+        else:
+            self.busy_until = min(self.running.values())
 
     def wait_us(self, now: float) -> int:
         """Predicted delay before a newly queued item could start (load + in flight + queue)."""
         load = max(0.0, self.ready_at - now) if self.loading else 0.0
-        busy = max(0.0, self.busy_until - now)
+        busy = max(0.0, self.busy_until - now) + max(0.0, self.prefill_until - now)
         return int((load + busy) * 1e6) + self.queue_us
 
 
@@ -195,6 +249,6 @@ class Cluster:
     def device_busy(self, device_id: str) -> bool:
         """True when any replica on the device has work queued or in flight."""
         return any(
-            self.replicas[r].inflight is not None or self.replicas[r].queue
+            self.replicas[r].running or self.replicas[r].queue
             for r in self.devices[device_id].replicas
         )

@@ -40,6 +40,13 @@ class ModelSpec:
     max_batch_size: int = 8
     max_batch_tokens: int = 16384  # padded tokens: max prompt length in the batch x batch size
     tp_degree: int = 1  # devices one replica spans (same interconnect group)
+    #: Iteration-level (continuous) batching: a replica of this generate model takes new
+    #: sequences into its running decode loop. The core may then dispatch a batch to a replica
+    #: that is already running others, as long as their sequences together stay within
+    #: ``max_batch_size``; each dispatched batch still completes as one ``BatchResult`` (when
+    #: its last sequence ends). An executor that cannot join runs such batches one after the
+    #: other: results stay right, only the core's predictions are off.
+    continuous_batching: bool = False
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -55,6 +62,13 @@ class ModelSpec:
             ">= 1",
         )
         _require(self.tp_degree >= 1, "ModelSpec", "tp_degree", self.tp_degree, ">= 1")
+        _require(
+            not self.continuous_batching or self.task == "generate",
+            "ModelSpec",
+            "continuous_batching",
+            self.continuous_batching,
+            "only generate models batch continuously (task is " + repr(self.task) + ")",
+        )
 
     @property
     def key(self) -> str:

@@ -36,6 +36,18 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# re-exported: what the executor reports is part of this interface (callers import it here)
+from control.executor.reports import BreakerChanged as BreakerChanged
+from control.executor.reports import ExecutorEvent as ExecutorEvent
+from control.executor.reports import ItemCompleted as ItemCompleted
+from control.executor.reports import LoadReport as LoadReport
+from control.executor.reports import ReplicaEvicted as ReplicaEvicted
+from control.executor.reports import RunningBatch as RunningBatch
+from control.executor.reports import TokenDelta as TokenDelta
+from control.executor.reports import WorkerDown as WorkerDown
+from control.executor.reports import WorkerStatus as WorkerStatus
+from control.executor.reports import WorkerUp as WorkerUp
+
 #: Tasks an adapter can run. ``noop`` echoes its inputs (hop-overhead measurements, tests).
 TASKS: tuple[str, ...] = (
     "embed",
@@ -222,85 +234,6 @@ class ItemResult:
             raise ExecutorError(f"ItemResult.cause must be None when ok, got {self.cause!r}")
         if self.cause is not None and self.cause not in FAILURE_CAUSES:
             raise ExecutorError(f"ItemResult.cause {self.cause!r} is not one of {FAILURE_CAUSES}")
-
-
-@dataclass(frozen=True)
-class LoadReport:
-    replica_id: str
-    device_id: str
-    ok: bool
-    reason: str
-    load_ms: float = 0.0
-    memory_mib: int = 0
-    evicted: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    device_id: str
-    pid: int | None
-    alive: bool
-    last_heartbeat_age_s: float
-    restarts: int
-    busy: bool
-    replicas: tuple[str, ...]
-    used_mib: int
-    running_batch: str | None = None  # the batch its main thread runs now
-    running_for_s: float = 0.0
-    deadline_s: float | None = None  # the running batch counts as hung past this many seconds
-
-
-# ---- events ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ItemCompleted:
-    result: ItemResult
-
-
-@dataclass(frozen=True)
-class TokenDelta:
-    """A piece of streamed text of a generate item (in order; ``index`` counts from 0)."""
-
-    idempotency_key: str
-    step: StepKey
-    index: int
-    text: str
-
-
-@dataclass(frozen=True)
-class WorkerDown:
-    """A worker crashed or stopped heartbeating; its replicas and held outputs are gone."""
-
-    device_id: str
-    reason: str
-    lost_replicas: tuple[str, ...]
-    failed_items: tuple[str, ...]  # idempotency keys reported failed-retriable
-
-
-@dataclass(frozen=True)
-class WorkerUp:
-    device_id: str
-    pid: int
-    restarts: int
-
-
-@dataclass(frozen=True)
-class ReplicaEvicted:
-    replica_id: str
-    device_id: str
-    freed_mib: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class BreakerChanged:
-    replica_id: str
-    state: str  # "closed" | "open" | "half_open"
-    reason: str
-
-
-ExecutorEvent = ItemCompleted | TokenDelta | WorkerDown | WorkerUp | ReplicaEvicted | BreakerChanged
 
 
 class Executor(Protocol):

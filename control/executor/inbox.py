@@ -3,14 +3,17 @@
 A receiver thread of the worker reads the pipe as soon as anything arrives and puts every
 message here; the worker's main thread takes them one at a time. Because batches wait HERE
 rather than in the pipe, a ``cancel`` message (handled by the receiver thread at once) can take
-items out of batches that have not started. Thread-safe; no I/O.
+items out of batches that have not started. A running decode loop takes batches that may join
+it with :meth:`Inbox.take_if`, which only ever looks at the OLDEST message: messages are still
+handled in order, and one that cannot join ends joining until the loop has finished. Thread-safe;
+no I/O.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from control.executor.base import Batch, BatchItem
@@ -41,6 +44,15 @@ class Inbox:
             if not self._queue:
                 self._cond.wait(timeout)
             return self._queue.popleft() if self._queue else None
+
+    def take_if(self, accept: Callable[[tuple], bool]) -> tuple | None:
+        """The oldest message, taken out, if ``accept(message)``; else None (and nothing is
+        taken). Never waits and never skips a message: whatever waits behind a message that is
+        not accepted stays behind it."""
+        with self._cond:
+            if self._queue and accept(self._queue[0]):
+                return self._queue.popleft()
+            return None
 
     def cancel(self, keys: Iterable[str]) -> list[Cancelled]:
         """Take the items with these idempotency keys out of queued ``batch`` messages.

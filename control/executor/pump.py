@@ -86,6 +86,9 @@ class PumpMixin:
             self._deliver(parked)
 
     def _deliver(self, parked) -> None:
+        # Sent at once even when the worker is busy: a batch for a generate replica whose
+        # decode loop is running joins it from the worker's inbox (continuous batching); any
+        # other waits there in order, where a cancel can still take its items out.
         handle = self._workers[parked.device_id]
         moved = {k: v for k, v in parked.moved.items() if v is not None}
         handle.inflight[parked.batch.batch_id] = parked.batch
@@ -140,6 +143,7 @@ class PumpMixin:
             batch = None  # still in flight: its LRU and breaker bookkeeping comes with results
         elif batch is not None:
             handle.inflight.pop(batch_id)
+            handle.on_finished(batch_id)  # a guard: only batches still queued are cancelled
         self._finish(batch, results)
 
     def _on_exported(self, handle, request_id: str, payload, error: str | None) -> None:
@@ -196,7 +200,9 @@ class PumpMixin:
     # ---- completions --------------------------------------------------------------------------
 
     def _on_started(self, handle, batch_id: str) -> None:
-        """The worker began a batch: arm its hang deadline (its expected time, or ours)."""
+        """The worker began a batch, or took it into a running decode loop (continuous
+        batching): arm ITS hang deadline (its expected time, or ours), counted from now. The
+        handle times every running batch against its own deadline (see ``WorkerHandle``)."""
         batch = handle.inflight.get(batch_id)
         if batch is None:
             return

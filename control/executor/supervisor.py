@@ -8,9 +8,13 @@ only under its lock. Health is judged from three facts:
   ``startup_grace_s`` to send its first one, because spawning and importing torch takes
   seconds). Heartbeats come from a thread of their own, so they prove the process lives even
   while one long forward pass holds the main thread;
-* the batch it runs (announced by ``started``) is younger than that batch's deadline, a
+* every batch it runs (announced by ``started``) is younger than that batch's own deadline, a
   generous multiple of its expected time with a floor (:func:`batch_deadline_s`): a batch
   still running past it is hung, whatever the heartbeats say.
+
+A worker runs several batches at once when batches of a generate replica join its running
+decode loop (continuous batching): the handle keeps every one of them (:attr:`running`), each
+timed from its own start (its join) against its own deadline.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import multiprocessing as mp
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.executor.base import Batch, DeviceInfo, WorkerStatus
+from control.executor.base import Batch, DeviceInfo, RunningBatch, WorkerStatus
 from control.executor.sender import PipeSender
 from control.executor.worker import WorkerConfig, worker_main
 
@@ -49,7 +53,8 @@ class WorkerHandle:
     replicas: tuple[str, ...] = ()
     used_mib: int = 0
     inflight: dict[str, Batch] = field(default_factory=dict)
-    running: tuple[str, float, float] | None = None  # (batch id, started at, deadline seconds)
+    #: the batches it runs now, in start order: batch id -> (started at, deadline seconds)
+    running: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def start(self, now: float) -> None:
         """Spawn a fresh worker process for this device (the old one must be gone)."""
@@ -67,7 +72,7 @@ class WorkerHandle:
         self.up, self.started_at, self.last_hb = False, now, now
         self.restarts += 1
         self.busy, self.replicas, self.used_mib = False, (), 0
-        self.inflight, self.running = {}, None
+        self.inflight, self.running = {}, {}
 
     def on_heartbeat(self, now: float, pid: int, busy: bool, replicas, used_mib: int) -> bool:
         """Record a heartbeat; returns True when it is the first one (the worker is up)."""
@@ -89,12 +94,23 @@ class WorkerHandle:
             self.last_hb = max(self.last_hb, now - self.config.heartbeat_s)
 
     def on_started(self, batch_id: str, now: float, deadline_s: float) -> None:
-        """The worker began ``batch_id``: it must finish within ``deadline_s``."""
-        self.running = (batch_id, now, deadline_s)
+        """The worker began ``batch_id`` (alone, or joining a running loop): it must finish
+        within ``deadline_s`` of ``now``, whatever else runs with it."""
+        self.running[batch_id] = (now, deadline_s)
 
     def on_finished(self, batch_id: str) -> None:
-        if self.running is not None and self.running[0] == batch_id:
-            self.running = None
+        """``batch_id`` reported (or is gone): it is no longer timed. Unknown ids are ignored."""
+        self.running.pop(batch_id, None)
+
+    def overdue(self, now: float) -> tuple[str, float, float] | None:
+        """The running batch past its deadline that was due first, as (batch id, seconds run,
+        deadline seconds); None while every running batch is within its own deadline."""
+        late = [
+            (since + limit, batch_id, now - since, limit)
+            for batch_id, (since, limit) in self.running.items()
+            if now - since > limit
+        ]
+        return min(late)[1:] if late else None
 
     def health(
         self, now: float, startup_grace_s: float, silence_limit_s: float | None = None
@@ -113,13 +129,15 @@ class WorkerHandle:
         limit = 2 * self.config.heartbeat_s if silence_limit_s is None else silence_limit_s
         if silent > limit:
             return "hang", f"no heartbeat for {silent:.2f}s (the limit is {limit:.2f}s): hung"
-        if self.running is not None:
-            batch_id, since, deadline = self.running
-            if now - since > deadline:
-                return "hang", (
-                    f"batch {batch_id} has run {now - since:.2f}s, past its {deadline:.2f}s "
-                    "deadline: hung"
-                )
+        late = self.overdue(now)
+        if late is not None:
+            batch_id, ran, deadline = late
+            others = len(self.running) - 1
+            company = f" (with {others} other running batch(es) in its loop)" if others else ""
+            return "hang", (
+                f"batch {batch_id} has run {ran:.2f}s, past its {deadline:.2f}s deadline{company}: "
+                "hung"
+            )
         return None
 
     def kill(self) -> None:
@@ -132,7 +150,7 @@ class WorkerHandle:
             self.process.join(timeout=5)
         if self.conn is not None:
             self.conn.close()
-        self.process, self.conn, self.up, self.running = None, None, False, None
+        self.process, self.conn, self.up, self.running = None, None, False, {}
         self.sender = None
 
     def send(self, msg: tuple) -> bool:
@@ -156,10 +174,11 @@ class WorkerHandle:
             alive=alive and self.up,
             last_heartbeat_age_s=max(0.0, now - self.last_hb),
             restarts=max(0, self.restarts),
-            busy=self.running is not None,  # exact: "started" and results share one pipe
+            busy=bool(self.running),  # exact: "started" and results share one pipe
             replicas=self.replicas,
             used_mib=self.used_mib,
-            running_batch=self.running[0] if self.running else None,
-            running_for_s=max(0.0, now - self.running[1]) if self.running else 0.0,
-            deadline_s=self.running[2] if self.running else None,
+            running=tuple(
+                RunningBatch(batch_id, max(0.0, now - since), limit)
+                for batch_id, (since, limit) in self.running.items()
+            ),
         )

@@ -5,9 +5,12 @@ The pump thread waits on all worker pipes at once (``multiprocessing.connection.
 tick of a fifth of the heartbeat interval; every message is handled under the executor's lock;
 after each wake-up it checks every worker's health (see
 :meth:`~control.executor.supervisor.WorkerHandle.health`). A worker found dead or hung is
-killed, everything it held is reported lost (its batches' items failed-retriable with cause
-``worker_down``, or ``hang`` for the batch that hung), ``WorkerDown`` is emitted, and a fresh
-worker is started. Kept apart from ``pump.py`` only to keep modules small.
+killed, everything it held is reported lost (its batches' items failed-retriable), ``WorkerDown``
+is emitted, and a fresh worker is started. The cause of each lost item says what happened to
+ITS batch: when the worker hung, every batch it was running hung with it (``hang``: several
+when batches joined one decode loop, all stuck in that loop), while batches still queued behind
+them were only lost (``worker_down``); when it crashed, all are ``worker_down``. Kept apart
+from ``pump.py`` only to keep modules small.
 """
 
 from __future__ import annotations
@@ -101,17 +104,20 @@ class WatchMixin:
                 self._worker_down(handle, verdict[1], verdict[0])
 
     def _worker_down(self, handle, reason: str, cause: str = "worker_down") -> None:
-        """Kill, report everything it held as lost (items failed-retriable), restart."""
+        """Kill, report everything it held as lost (items failed-retriable), restart.
+        ``cause`` is the worker's (``worker_down`` or ``hang``): with ``hang``, the items of
+        every batch it was running are ``hang``, and those of queued batches ``worker_down``."""
         if self._stopping.is_set():
             return
         device_id = handle.device.device_id
         log.warning("worker %s down: %s", device_id, reason)
-        running = handle.running[0] if handle.running else None
+        # every batch running in a hung worker hung with it (joined batches share its loop);
+        # the ones queued behind them were just lost
+        hung = set(handle.running) if cause == "hang" else set()
         handle.kill()
         failed: list[str] = []
         for batch in list(handle.inflight.values()):
-            # only the batch it was running hung; the ones queued behind it were just lost
-            why = cause if batch.batch_id == running else "worker_down"
+            why = "hang" if batch.batch_id in hung else "worker_down"
             results = self._failures(batch, device_id, f"worker {device_id} down: {reason}", why)
             failed.extend(r.idempotency_key for r in results)
             self._finish(batch, results)

@@ -8,7 +8,11 @@ Threads, and why:
 
 * the main thread runs the messages of the inbox in order (batches one at a time, unloads,
   exports); before a batch it sends ``("started", batch_id)`` so the executor can time it
-  against the batch's progress deadline (a batch still running past it counts as hung);
+  against the batch's progress deadline (a batch still running past it counts as hung). The
+  one exception is continuous batching: while a generate replica's decode loop runs, batches
+  for the same replica at the head of the inbox join it at step boundaries (each ``started``
+  when it joins, reported when its own items are done); anything else at the head ends
+  joining (see :mod:`worker_batches`);
 * a receiver thread reads the pipe as soon as anything arrives and queues messages in the
   :class:`~control.executor.inbox.Inbox`; ``cancel`` is handled by it at once, so items of
   batches that have not started can be taken out and reported ``cancelled``;

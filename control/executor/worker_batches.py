@@ -4,7 +4,19 @@
 here from another worker), tells the executor the batch has ``started`` (its hang deadline
 starts then), runs the replica's adapter once for the whole batch, keeps each successful
 output for later steps, and reports one :class:`ItemResult` per item with a structured cause
-for failures. Kept apart from ``worker.py`` only to keep modules small.
+for failures.
+
+Continuous batching. An adapter with ``run_continuous`` (generate) runs a decode loop that other
+batches of the SAME replica join at step boundaries. It takes them from the inbox with
+:meth:`~control.executor.inbox.Inbox.take_if`, only while the OLDEST waiting message is such a
+batch. That is the fairness rule: messages still run in arrival order, so a batch for another
+replica, a load, unload, export or stop that arrives ends joining (everything after it waits
+behind it anyway); the loop then finishes the rows it has and the worker moves on. How many
+rows join is the core's business (it keeps a replica's batches within its ``max_batch_size``);
+the worker takes what is waiting, so it never waits on itself. Each batch is its own
+:class:`_Running`: ``started`` when it joins, reported (with its own ``device_ms`` and first
+token time, measured from its join) as soon as its items are done. Kept apart from ``worker.py``
+only to keep modules small.
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 class _Ctx:
-    """RunContext handed to adapters during one batch."""
+    """RunContext of one batch: its clock starts when the batch started (or joined)."""
 
     def __init__(self, worker: Any, started: float) -> None:
         self.worker, self.started = worker, started
@@ -36,9 +48,65 @@ class _Ctx:
         return (clock.perf_counter() - self.started) * 1000.0
 
 
+class _Running:
+    """One batch from ``started`` to its report: the BatchGroup an adapter sees.
+
+    Creating it resolves the inputs (an item whose input is lost fails at once) and sends
+    ``started``; ``finish`` or ``fail`` report every item of the batch, once."""
+
+    def __init__(self, worker: Any, batch: Batch, moved: dict) -> None:
+        from control.executor.adapters.base import PreparedItem
+
+        self.worker, self.batch = worker, batch
+        self.results: dict[str, ItemResult] = {}
+        self.items: list = []
+        for it in batch.items:
+            try:
+                self.items.append(PreparedItem(it, worker._resolve(it.inputs, moved)))
+            except KeyError as err:
+                self.results[it.idempotency_key] = worker._fail(
+                    batch, it, f"input lost: {err}", True, "unavailable"
+                )
+        # "started" goes out before any heartbeat can say busy: the executor then always
+        # knows which batches a busy worker runs (and times each against its deadline)
+        worker.send(("started", batch.batch_id))
+        self.started = clock.perf_counter()
+        self.ctx = _Ctx(worker, self.started)
+        self.reported = False
+
+    def finish(self, outputs: list) -> None:
+        if self.worker.torch_device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.worker.torch_device)
+        device_ms = (clock.perf_counter() - self.started) * 1000.0
+        for p, out in zip(self.items, outputs, strict=True):
+            self.results[p.item.idempotency_key] = self.worker._result(
+                self.batch, p.item, out, device_ms
+            )
+        self._report()
+
+    def fail(self, reason: str) -> None:
+        """The batch raised inside the model: its items fail, retriable (the worker lives)."""
+        if self.reported:
+            return
+        log.warning("batch %s failed: %s", self.batch.batch_id, reason)
+        for p in self.items:
+            self.results[p.item.idempotency_key] = self.worker._fail(
+                self.batch, p.item, reason, True, "model_error"
+            )
+        self._report()
+
+    def _report(self) -> None:
+        if not self.reported:
+            self.reported = True
+            results = [self.results[it.idempotency_key] for it in self.batch.items]
+            self.worker._report(self.batch, results)
+
+
 class BatchMixin:
     """Batch execution of :class:`~control.executor.worker.Worker` (uses its ``adapters``,
-    ``outputs``, ``send``, ``device``, ``config`` and ``torch_device``)."""
+    ``outputs``, ``inbox``, ``send``, ``device``, ``config`` and ``torch_device``)."""
 
     # ---- batches ------------------------------------------------------------------------------
 
@@ -49,41 +117,38 @@ class BatchMixin:
             fails = [self._fail(batch, it, reason, True, "unavailable") for it in batch.items]
             self._report(batch, fails)
             return
-        from control.executor.adapters.base import PreparedItem
-
-        prepared, results = [], {}
-        for it in batch.items:
-            try:
-                prepared.append(PreparedItem(it, self._resolve(it.inputs, moved)))
-            except KeyError as err:
-                results[it.idempotency_key] = self._fail(
-                    batch, it, f"input lost: {err}", True, "unavailable"
-                )
-        # "started" goes out before any heartbeat can say busy: the executor then always
-        # knows which batch a busy worker runs (and times it against its deadline)
-        self.send(("started", batch.batch_id))
+        first = _Running(self, batch, moved)
+        running = [first]
         self.busy = True
-        started = clock.perf_counter()
         try:
-            outs = adapter.run(prepared, _Ctx(self, started)) if prepared else []
-            if self.torch_device.type == "cuda":
-                import torch
-
-                torch.cuda.synchronize(self.torch_device)
+            continuous = getattr(adapter, "run_continuous", None)
+            if not first.items:
+                first.finish([])
+            elif continuous is not None:
+                continuous(first, lambda: self._joiners(batch.replica_id, running))
+            else:
+                first.finish(adapter.run(first.items, first.ctx))
         except Exception as err:  # a failed batch fails its items; the worker lives on
             log.exception("batch %s failed", batch.batch_id)
-            reason = f"{type(err).__name__}: {err}"
-            for p in prepared:
-                results[p.item.idempotency_key] = self._fail(
-                    batch, p.item, reason, True, "model_error"
-                )
-            outs = []
+            for run in running:  # every batch of the loop not yet reported
+                run.fail(f"{type(err).__name__}: {err}")
         finally:
             self.busy = False
-        device_ms = (clock.perf_counter() - started) * 1000.0
-        for p, out in zip(prepared, outs, strict=False):  # outs is empty after a failure
-            results[p.item.idempotency_key] = self._result(batch, p.item, out, device_ms)
-        self._report(batch, [results[it.idempotency_key] for it in batch.items])
+
+    def _joiners(self, replica_id: str, running: list[_Running]) -> list[_Running]:
+        """Batches for ``replica_id`` at the head of the inbox, taken out and started (a batch
+        with no runnable item is reported at once); see the module docstring for the rule."""
+        joined = []
+        while (msg := self.inbox.take_if(lambda m: _joins(m, replica_id))) is not None:
+            run = _Running(self, msg[1], msg[2])
+            running.append(run)
+            if run.items:
+                joined.append(run)
+            else:
+                run.finish([])
+        if joined:
+            log.debug("%d batch(es) joined the loop of %s", len(joined), replica_id)
+        return joined
 
     def _resolve(self, inputs, moved) -> dict[str, Any]:
         resolved = {}
@@ -138,3 +203,7 @@ class BatchMixin:
 
     def _report(self, batch: Batch, results: list[ItemResult]) -> None:
         self.send(("results", batch.batch_id, results))
+
+
+def _joins(msg: tuple, replica_id: str) -> bool:
+    return msg[0] == "batch" and msg[1].replica_id == replica_id

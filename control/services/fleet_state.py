@@ -92,6 +92,10 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
         max_batch_size=row.max_batch_size,
         max_batch_tokens=row.max_batch_tokens,
         tp_degree=row.tp_degree,
+        # every generate model batches continuously: the local executor's generate adapter
+        # takes joiners into its running decode loop, and the engines a declared (remote)
+        # LLM stands for (vLLM, TGI, TensorRT-LLM) schedule per iteration too
+        continuous_batching=row.task == "generate",
     )
 
 

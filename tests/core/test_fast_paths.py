@@ -84,7 +84,7 @@ def test_rooms_of_equals_room_per_replica(reps, ahead_us, per) -> None:
     records = list(state.cluster.by_model["minilm:1"].values())
     for rec, (rstate, routable, busy, left_s, queued) in zip(records, reps, strict=True):
         rec.state, rec.routable = rstate, routable
-        rec.inflight = "b1" if busy else None
+        rec.running = {"b1": state.now + left_s} if busy else {}
         rec.busy_until = rec.ready_at = state.now + left_s
         rec.queue = {f"k{j}": None for j in range(queued)}  # only its length matters here
     expected = {r.replica_id: room(state, r) for r in records if room(state, r)}

@@ -33,6 +33,8 @@ class Cand:
     ready_at: float = 0.0
     busy_until: float = 0.0
     prefix: PrefixIndex = field(default_factory=lambda: PrefixIndex(64))
+    prefill_until: float = 0.0
+    loop_seqs: int = 0
 
 
 def ctx(sessions: dict | None = None) -> RoutingContext:

@@ -205,7 +205,8 @@ def test_hung_batch_is_detected_at_its_deadline(ex):
     wait_for_busy(ex, "cpu:0")
     started = clock.monotonic()
     status = next(s for s in ex.heartbeat() if s.device_id == "cpu:0")
-    assert status.running_batch == "hang" and status.deadline_s == HANG_FLOOR_S
+    assert status.running_batches == ("hang",) and status.running_count == 1
+    assert status.running[0].deadline_s == HANG_FLOOR_S
     events = wait_for(ex, lambda seen: any(isinstance(e, WorkerDown) for e in seen), 20)
     detected = clock.monotonic() - started
     down = next(e for e in events if isinstance(e, WorkerDown))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from control.core.actions import BatchItem, Dispatch
 from control.core.latency import LatencyRow, TableLatencyModel
 from control.core.types import DeviceSpec, ModelSpec
-from sim.executor import SimExecutor, SimExecutorConfig, service_factor
+from sim.executor import SimExecutor, SimExecutorConfig
+from sim.executor_models import service_factor
 
 KEY = "m:1"
 TABLE = TableLatencyModel([LatencyRow(KEY, "cpu", b, 64, 10_000 * b) for b in (1, 2, 4)])

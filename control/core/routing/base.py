@@ -22,8 +22,10 @@ class Candidate(Protocol):
     device: DeviceSpec  # primary device
     loading: bool
     ready_at: float  # predicted end of loading (loading replicas)
-    busy_until: float  # predicted end of the batch in flight
+    busy_until: float  # when it can next start new work (end of the batch in flight)
     queue_us: int  # predicted service time of everything queued there
+    prefill_until: float  # continuous batching: end of the prefills scheduled on the loop
+    loop_seqs: int  # continuous batching: sequences running in the loop (else 0)
     prefix: PrefixIndex
 
 

@@ -1,6 +1,8 @@
 """Lowest predicted completion, with session affinity under a balance guard.
 
-predicted completion = queue delay (batch in flight + queued work, or the rest of a load)
+predicted completion = queue delay (batch in flight + queued work, or the rest of a load; on a
+continuous-batching loop the prefills scheduled ahead plus the slower decode beside its running
+sequences)
 + service time (latency model) + transfer of inputs from where they are + load time when the
 model is not loaded there - expected prefix-cache saving (leading blocks the replica's prefix
 index holds). Ties break on replica id, so equal inputs give equal choices.
@@ -50,6 +52,16 @@ def _parts(
     load = max(0, int((c.ready_at - now) * 1e6)) if c.loading else 0
     queue = max(0, int((c.busy_until - now) * 1e6)) + c.queue_us
     fwd, service = svc
+    if c.loop_seqs:
+        # a continuous loop: wait for the prefills scheduled ahead, then decode beside the
+        # sequences already running (each step costs more with every one of them)
+        queue += max(0, int((c.prefill_until - now) * 1e6))
+        if demand.output_tokens:
+            alone = service - fwd  # its decode with the loop to itself
+            shared = ctx.latency.decode_us(
+                demand.model_key, c.device.accelerator, c.loop_seqs + 1, demand.output_tokens
+            )
+            queue += shared - alone
     hits = c.prefix.match(demand.prefix_blocks) if use_prefix and demand.prefix_blocks else 0
     saving = 0
     if hits:

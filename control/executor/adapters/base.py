@@ -5,11 +5,18 @@ main thread with a batch whose input references are already resolved to values; 
 ``ctx.tick()`` during long work (so heartbeats keep flowing) and ``ctx.emit_delta`` to stream
 text. It returns one :class:`ItemOutput` per item, in order. A bad input of one item is that
 item's ``error`` (the others still run); an exception fails the whole batch.
+
+An adapter that batches continuously (generate) also has ``run_continuous``: the worker hands
+it a first batch as a :class:`BatchGroup` and a ``joins`` callable it calls at every decode step
+boundary to take further batches of the same replica into the running loop. Each group is
+reported by the adapter (``finish``) as soon as its own items are done, or failed (``fail``)
+when it could not join; the worker fails whatever is left unreported if ``run_continuous``
+raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,6 +58,26 @@ class Adapter(Protocol):
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]: ...
 
     def memory_mib(self) -> int: ...
+
+
+class BatchGroup(Protocol):
+    """One dispatched batch inside a continuous run; the worker implements it."""
+
+    items: Sequence[PreparedItem]  # its items, inputs resolved, in batch order
+    ctx: RunContext  # its own: ``elapsed_ms`` counts from when THIS batch started (joined)
+
+    def finish(self, outputs: list[ItemOutput]) -> None:
+        """Its items are all done: report one output per item, in order (called once)."""
+
+    def fail(self, reason: str) -> None:
+        """It could not join (its own prefill raised): fail its items, retriable (once)."""
+
+
+class ContinuousAdapter(Adapter, Protocol):
+    def run_continuous(self, first: BatchGroup, joins: Callable[[], Sequence[BatchGroup]]) -> None:
+        """Run ``first`` and every group ``joins()`` hands over while rows are still decoding;
+        return when all of them are reported. ``joins`` must return quickly (it only looks at
+        what is waiting); an empty answer means nothing joins at this step."""
 
 
 def require(prepared: PreparedItem, name: str, kind: type | tuple[type, ...]) -> Any:

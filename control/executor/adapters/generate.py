@@ -15,6 +15,10 @@ step for the whole batch:
    prompt token: the LM head is a fifth of a small model's weights.
 2. Decode, together. The same cache continues (its padding stays masked); rows that finished
    are dropped from the batch so they stop costing compute.
+3. Continuous batching (``run_continuous``): at every decode step boundary, batches of the same
+   replica waiting in the worker join the running loop (their own fused prefill, then their
+   cache rows are merged in; see :mod:`generate_join`), and each batch is reported as soon as
+   its own items are done. ``run`` is the same loop for one batch, with nothing joining.
 
 Why fused and not one prefill per prompt: on a CPU (and for small batches on a GPU) a forward's
 cost is dominated by reading the weights, so N single-prompt prefills cost about N decode
@@ -38,7 +42,7 @@ an immediate end-of-sequence or with loops); ``chat: false`` in the model option
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +50,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from control.executor.adapters.base import (
+    BatchGroup,
     InputError,
     ItemOutput,
     PreparedItem,
@@ -53,6 +58,7 @@ from control.executor.adapters.base import (
     module_mib,
     require,
 )
+from control.executor.adapters.generate_join import DecodeLoop, OneBatch
 from control.executor.adapters.prefix_cache import KV, PrefixKvCache
 from control.executor.base import GenParams
 
@@ -110,8 +116,33 @@ class GenerateAdapter:
             )
         return text
 
-    @torch.inference_mode()
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
+        """One batch on its own (the profiler, tests): ``run_continuous`` with no joins."""
+        group = OneBatch(items, ctx)
+        self.run_continuous(group, lambda: ())
+        return group.outputs
+
+    @torch.inference_mode()
+    def run_continuous(self, first: BatchGroup, joins: Callable[[], Sequence[BatchGroup]]) -> None:
+        """Decode ``first`` and every group that joins at a step boundary; report each group
+        when its rows are done. A joiner whose own prefill raises is failed alone (the running
+        rows are untouched: merging happens after it succeeded); any other error propagates."""
+        loop = DecodeLoop(self)
+        loop.add(first)
+        while True:
+            loop.report_finished()
+            if not loop.live:
+                return
+            for group in joins():
+                try:
+                    loop.add(group)
+                except Exception as err:  # its own failure, not the running rows'
+                    group.fail(f"{type(err).__name__}: {err}")
+            loop.report_finished()  # joiners done at their first token go out now
+            loop.step()
+
+    def tokenize(self, items: Sequence[PreparedItem]) -> tuple[list[_Seq | None], dict[int, str]]:
+        """Decoding state per item (None for an item with unusable inputs) and those errors."""
         seqs: list[_Seq | None] = []
         errors: dict[int, str] = {}
         for i, p in enumerate(items):
@@ -123,14 +154,7 @@ class GenerateAdapter:
                 continue
             gen = torch.Generator().manual_seed(p.item.params.seed)
             seqs.append(_Seq(prompt_ids=list(ids), params=p.item.params, generator=gen))
-        live = [(s, p) for s, p in zip(seqs, items, strict=True) if s is not None]
-        if live:
-            cache, mask = self._prefill([s for s, _ in live])
-            for seq, prepared in live:
-                self._accept(seq, self._sample(seq), prepared, ctx)
-            ctx.tick()
-            self._decode(live, cache, mask, ctx)
-        return [self._output(s, errors.get(i)) for i, s in enumerate(seqs)]
+        return seqs, errors
 
     @staticmethod
     def _output(s: _Seq | None, error: str | None) -> ItemOutput:
@@ -227,37 +251,6 @@ class GenerateAdapter:
         if safe > seq.streamed:
             ctx.emit_delta(prepared.item, seq.streamed, seq.text[seq.streamed : safe])
             seq.streamed = safe
-
-    # ---- decode -------------------------------------------------------------------------------
-
-    def _decode(self, live, cache: DynamicCache, mask: torch.Tensor, ctx: RunContext) -> None:  # noqa: ANN001
-        """One forward per step for the unfinished rows, until every row is done."""
-        rows = list(range(len(live)))  # batch row -> index into live
-        positions = torch.tensor([len(s.prompt_ids) for s, _ in live], device=self.device)
-        while True:
-            keep = [r for r, i in enumerate(rows) if not live[i][0].done]
-            if not keep:
-                return
-            if len(keep) < len(rows):  # finished rows leave the batch
-                index = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(index)
-                mask, positions = mask[index], positions[index]
-                rows = [rows[r] for r in keep]
-            last = [live[i][0].generated[-1] for i in rows]
-            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], 1)
-            out = self.model(
-                input_ids=torch.tensor(last, device=self.device).unsqueeze(1),
-                attention_mask=mask,
-                cache=cache,
-                position_ids=positions.unsqueeze(1),
-                use_cache=True,
-            )
-            cache, positions = out.cache, positions + 1
-            for r, i in enumerate(rows):
-                seq, prepared = live[i]
-                seq.next_logits = out.logits[r, -1].float()
-                self._accept(seq, self._sample(seq), prepared, ctx)
-            ctx.tick()
 
 
 def _left_pad(seqs: list[_Seq], width: int) -> KV:

@@ -1,0 +1,258 @@
+"""Iteration-level (continuous) batching on one replica: when each batch's sequences end.
+
+A vLLM-like engine without chunked prefill. Batches reach the engine at ``arrive_us`` (after
+their transfers) and wait for the end of the iteration in progress; then, one at a time in order
+of arrival, each runs its prefill as one iteration of its own (the running sequences stall), and
+its sequences join the decode loop. Every iteration decodes one token of every running sequence
+and costs ``decode(n, 1)`` for ``n`` running sequences; a sequence leaves once it has produced
+its ``outputs`` tokens, and a batch ends when its last sequence leaves. So, between membership
+changes, ``k`` iterations over ``n`` sequences cost ``round(decode(n, k) x f)`` (``f``: the
+running sequences' mean scatter factor), and a batch alone on an idle engine, its sequences all
+of one length, takes ``prefill + round(decode(n, out) x f)``: the static prediction.
+
+Completion times are computed event by event between membership changes (a prefill, a sequence
+leaving, an arrival), never token by token. :class:`ContinuousEngine` is pure: integer
+microseconds on its own timeline (the caller maps it to the clock), no I/O, no randomness.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+#: ``(running sequences, iterations) -> microseconds``, before scatter (``decode_us``-shaped).
+DecodeCost = Callable[[int, int], int]
+
+
+@dataclass(frozen=True)
+class Joiner:
+    """One dispatched batch as the engine sees it."""
+
+    batch_id: str
+    arrive_us: int  # when it reaches the engine (its transfers done), engine timeline
+    prefill_us: int  # its prefill iteration, scatter applied
+    outputs: tuple[int, ...]  # tokens each of its sequences generates
+    factor: float = 1.0  # its service-time scatter (median 1)
+
+    def __post_init__(self) -> None:
+        if self.prefill_us < 0 or not self.outputs or min(self.outputs) < 0:
+            raise ValueError(f"Joiner {self.batch_id}: prefill_us and outputs >= 0, outputs set")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """When a batch's prefill ends (its first token), when its last sequence ends, and how
+    many sequences decoded together right after it joined (its own included)."""
+
+    first_token_us: int
+    end_us: int
+    joined_with: int
+
+
+class _Run:
+    """A batch in the decode loop: remaining tokens per sequence, ascending."""
+
+    __slots__ = ("batch_id", "rem", "factor", "first", "joined_with")
+
+    def __init__(self, batch_id: str, rem: list[int], factor: float, first: int, n: int) -> None:
+        self.batch_id = batch_id
+        self.rem = rem
+        self.factor = factor
+        self.first = first  # its prefill's end
+        self.joined_with = n
+
+    def copy(self) -> _Run:
+        return _Run(self.batch_id, list(self.rem), self.factor, self.first, self.joined_with)
+
+
+class ContinuousEngine:
+    """One replica's continuous decode loop. ``join`` admits a batch and answers the new
+    completion times of every batch whose timing changed (the joiner's always)."""
+
+    def __init__(self, decode: DecodeCost) -> None:
+        self._decode = decode
+        self._t = 0  # checkpoint: an iteration boundary (or an idle instant)
+        self._running: list[_Run] = []
+        self._pending: list[tuple[int, int, Joiner]] = []  # (arrive, order, joiner), sorted
+        self._order = 0
+        self._timings: dict[str, Timing] = {}  # last answer for batches not ended by ``_t``
+
+    def join(self, j: Joiner, now_us: int) -> dict[str, Timing]:
+        """Admit ``j``, dispatched at ``now_us`` (not earlier than any earlier call's;
+        ``j.arrive_us >= now_us``), and return the timings that changed: the joiner's, and
+        those of the batches it delays."""
+        if j.batch_id in self._timings:
+            raise ValueError(f"batch {j.batch_id} already joined")
+        if j.arrive_us < now_us:
+            raise ValueError(f"batch {j.batch_id} arrives at {j.arrive_us} before {now_us}")
+        # settle the iterations that end by now: no later dispatch reaches the engine before
+        # its own dispatch, so nothing can change them (batches ended by then drop out). The
+        # segment in progress is left whole, so a batch the joiner does not delay keeps its
+        # timing to the microsecond.
+        self._t, self._running, self._pending, _ = self._simulate(
+            self._t, self._running, self._pending, settle_to=now_us
+        )
+        self._order += 1
+        insort(self._pending, (j.arrive_us, self._order, j), key=lambda p: (p[0], p[1]))
+        *_, timings = self._simulate(
+            self._t, [r.copy() for r in self._running], list(self._pending), settle_to=None
+        )
+        changed = {b: t for b, t in timings.items() if self._timings.get(b) != t}
+        self._timings = timings
+        return changed
+
+    # ----- the event loop
+    def _cost(self, n: int, k: int, f: float) -> int:
+        return round(self._decode(n, k) * f) if f != 1.0 else self._decode(n, k)
+
+    def _iterations_to(self, n: int, f: float, dt: int, most: int) -> int:
+        """Fewest iterations (1..``most``) over ``n`` sequences lasting ``>= dt`` us; ``most``
+        when even those fall short."""
+        if self._cost(n, most, f) < dt:
+            return most
+        one = self._cost(n, 1, f)
+        k = min(most, max(1, -(-dt // one) if one > 0 else most))  # exact when decode is linear
+        while k > 1 and self._cost(n, k - 1, f) >= dt:
+            k -= 1
+        while k < most and self._cost(n, k, f) < dt:
+            k += 1
+        return k
+
+    def _simulate(
+        self,
+        t: int,
+        running: list[_Run],
+        pending: list[tuple[int, int, Joiner]],
+        settle_to: int | None,
+    ) -> tuple[int, list[_Run], list[tuple[int, int, Joiner]], dict[str, Timing]]:
+        """Run the engine from ``t``, mutating ``running`` and ``pending``: every prefill and
+        decode segment that ends by ``settle_to``, or all of them when it is None. Returns the
+        state reached and the timings of the batches that ended (and, at the end of a full
+        run, none is left running)."""
+        out: dict[str, Timing] = {}
+        while True:
+            if pending and pending[0][0] <= t:
+                j = pending[0][2]
+                if settle_to is not None and t + j.prefill_us > settle_to:
+                    break
+                pending.pop(0)
+                t += j.prefill_us
+                rem = sorted(o for o in j.outputs if o > 0)
+                n = sum(len(r.rem) for r in running) + len(j.outputs)
+                if rem:
+                    running.append(_Run(j.batch_id, rem, j.factor, t, n))
+                else:  # nothing to decode: it ends with its prefill
+                    out[j.batch_id] = Timing(t, t, n)
+                continue
+            if not running:
+                if not pending or (settle_to is not None and pending[0][0] > settle_to):
+                    break
+                t = pending[0][0]  # idle until the next batch arrives
+                continue
+            if len(running) == 1:
+                r = running[0]
+                n, k, f = len(r.rem), r.rem[0], r.factor
+            else:  # one pass: sequences, the soonest to leave, their mean scatter
+                n, k, weighted = 0, running[0].rem[0], 0.0
+                for r in running:
+                    n += len(r.rem)
+                    weighted += len(r.rem) * r.factor
+                    k = min(k, r.rem[0])
+                f = weighted / n
+            if pending:  # the next arrival cuts the segment at the first boundary after it
+                k = self._iterations_to(n, f, pending[0][0] - t, k)
+            end = t + self._cost(n, k, f)
+            if settle_to is not None and end > settle_to:
+                break
+            t = end
+            still: list[_Run] = []
+            for r in running:
+                r.rem = [x - k for x in r.rem if x > k]
+                if r.rem:
+                    still.append(r)
+                else:
+                    out[r.batch_id] = Timing(r.first, t, r.joined_with)
+            running = still
+        return t, running, pending, out
+
+
+@dataclass(frozen=True)
+class Joined:
+    """A batch's latest timing on its lane: ``dispatch_us`` is its dispatch instant on the
+    engine's timeline (so ``timing.end_us - dispatch_us`` is its time from dispatch to end) and
+    ``end_s`` its end on the clock. ``payload`` is what the caller joined it with."""
+
+    batch_id: str
+    payload: object
+    timing: Timing
+    dispatch_us: int
+    end_s: float
+
+
+class _Lane:
+    __slots__ = ("origin", "engine", "device_ids", "batches")
+
+    def __init__(
+        self, origin: float, engine: ContinuousEngine, device_ids: tuple[str, ...]
+    ) -> None:
+        self.origin = origin  # the clock time of the engine's time 0
+        self.engine = engine
+        self.device_ids = device_ids
+        self.batches: dict[str, Joined] = {}  # in flight, with its latest timing
+
+
+class Lanes:
+    """The engines of the continuous replicas that have batches in flight, mapped to the
+    driver's clock (seconds). A replica's engine lives from the dispatch that finds it idle to
+    the release of its last batch, so a batch alone on an idle replica is timed from exactly
+    its dispatch instant."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[str, _Lane] = {}
+
+    def join(
+        self,
+        replica_id: str,
+        device_ids: tuple[str, ...],
+        now: float,
+        decode: DecodeCost,
+        joiner: Joiner,
+        payload: object,
+    ) -> list[Joined]:
+        """Admit a batch dispatched at ``now`` (``joiner.arrive_us``: its transfer time, an
+        offset from ``now``; ``decode``: the replica's cost, used when it starts an engine).
+        Returns the new timings: the joiner's first, then those of the batches it delays."""
+        lane = self._lanes.get(replica_id)
+        if lane is None:
+            lane = self._lanes[replica_id] = _Lane(now, ContinuousEngine(decode), device_ids)
+        at = round((now - lane.origin) * 1e6)
+        j = replace(joiner, arrive_us=at + joiner.arrive_us)
+        changed = lane.engine.join(j, at)
+        mine = changed[j.batch_id]
+        out = [Joined(j.batch_id, payload, mine, at, lane.origin + mine.end_us / 1e6)]
+        lane.batches[j.batch_id] = out[0]
+        for bid, tm in changed.items():
+            if bid != j.batch_id:
+                x = lane.batches[bid]
+                end_s = lane.origin + tm.end_us / 1e6
+                x = lane.batches[bid] = Joined(bid, x.payload, tm, x.dispatch_us, end_s)
+                out.append(x)
+        return out
+
+    def release(self, replica_id: str, batch_id: str) -> Joined:
+        """A batch completes: its final timing. A replica with none left in flight forgets its
+        engine."""
+        lane = self._lanes[replica_id]
+        done = lane.batches.pop(batch_id)
+        if not lane.batches:
+            del self._lanes[replica_id]
+        return done
+
+    def device_down(self, device_id: str) -> None:
+        """A device failed: the loops of replicas on it are gone, with their batches."""
+        for rid in [r for r, x in self._lanes.items() if device_id in x.device_ids]:
+            del self._lanes[rid]
+
+    def __len__(self) -> int:
+        return len(self._lanes)

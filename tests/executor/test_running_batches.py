@@ -1,0 +1,168 @@
+"""Several batches running at once in one worker (batches joined a generate replica's decode
+loop): the worker handle times each against its own deadline, the status lists all of them,
+and when the worker hangs every one of them is reported ``hang`` (queued ones ``worker_down``).
+
+White-box, no process: the executor's ``started``/``results`` handlers and its health check,
+on a handle whose process is a stand-in, with the executor's clock under the test's control.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from control.executor.base import (
+    Batch,
+    BatchItem,
+    DeviceInfo,
+    GenParams,
+    ItemCompleted,
+    StepKey,
+    WorkerDown,
+)
+from control.executor.config import ExecutorConfig
+from control.executor.local import LocalExecutor
+from control.executor.supervisor import WorkerHandle
+from control.executor.worker import WorkerConfig
+from control.runtime import clock
+
+HB = 0.5
+FLOOR_S = 5.0
+
+
+class _Process:
+    """A worker process stand-in: alive until killed (or told it crashed)."""
+
+    def __init__(self) -> None:
+        self.alive, self.exitcode = True, None
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def kill(self) -> None:
+        self.alive, self.exitcode = False, -9
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def now(monkeypatch) -> _Clock:
+    fake = _Clock(100.0)
+    monkeypatch.setattr(clock, "monotonic", fake)
+    return fake
+
+
+def _batch(batch_id: str, expected_ms: float | None, n: int = 1) -> Batch:
+    items = tuple(
+        BatchItem(StepKey("r", f"{batch_id}{i}"), f"{batch_id}-{i}", {"prompt": "x"}, GenParams())
+        for i in range(n)
+    )
+    return Batch(batch_id, "gen", items, expected_ms=expected_ms)
+
+
+def _executor(*batches: Batch, now: float) -> tuple[LocalExecutor, WorkerHandle, list]:
+    """An executor with one up worker (a stand-in process) holding ``batches`` in flight;
+    returns it, the handle, and the list its restarts are recorded in."""
+    ex = LocalExecutor(
+        ExecutorConfig(heartbeat_s=HB, hang_floor_s=FLOOR_S, hang_multiple=2.0, use_cuda=False)
+    )
+    handle = WorkerHandle(DeviceInfo("cpu:9", "cpu", 9, 64), WorkerConfig(heartbeat_s=HB))
+    handle.process, handle.up, handle.last_hb, handle.started_at = _Process(), True, now, now
+    handle.inflight = {b.batch_id: b for b in batches}
+    restarts: list[float] = []
+    handle.start = restarts.append  # no real process: record the restart instead
+    ex._workers["cpu:9"] = handle
+    for batch in batches:
+        for item in batch.items:
+            ex._inflight_keys[item.idempotency_key] = batch.batch_id
+    return ex, handle, restarts
+
+
+def _events(ex: LocalExecutor) -> list:
+    events = []
+    while (event := ex.poll(0)) is not None:
+        events.append(event)
+    return events
+
+
+def test_the_handle_times_each_running_batch_from_its_own_start():
+    handle = WorkerHandle(DeviceInfo("cpu:0", "cpu", 0, 64), WorkerConfig(heartbeat_s=HB))
+    handle.process, handle.up = _Process(), True
+    handle.on_started("slow", 0.0, 120.0)
+    handle.on_started("quick", 10.0, 5.0)  # joined later, due first
+    handle.seen(14.9)
+    assert handle.health(14.9, startup_grace_s=60) is None
+    handle.seen(15.1)
+    cause, reason = handle.health(15.1, startup_grace_s=60)
+    assert cause == "hang" and "batch quick" in reason and "1 other running" in reason
+    handle.on_finished("quick")
+    assert handle.health(15.1, startup_grace_s=60) is None  # slow is within its own deadline
+    handle.seen(119.9)
+    assert handle.health(119.9, startup_grace_s=60) is None
+    handle.seen(120.1)
+    assert "batch slow" in handle.health(120.1, startup_grace_s=60)[1]
+
+
+def test_the_status_lists_every_running_batch(now):
+    slow, quick, queued = _batch("slow", 60_000), _batch("quick", None), _batch("queued", None)
+    ex, handle, _ = _executor(slow, quick, queued, now=now.now)
+    ex._on_started(handle, "slow")
+    now.now += 1.0
+    ex._on_started(handle, "quick")  # joined slow's loop
+    now.now += 0.5
+    (status,) = ex.heartbeat()
+    assert status.busy and status.running_batches == ("slow", "quick")
+    assert status.running_count == 2 and status.running_batch == "slow"
+    assert [r.running_for_s for r in status.running] == pytest.approx([1.5, 0.5])
+    assert [r.deadline_s for r in status.running] == [120.0, FLOOR_S]
+    ex._on_results(handle, "slow", [])  # the first one left the loop; the joiner runs on
+    (status,) = ex.heartbeat()
+    assert status.running_batches == ("quick",) and status.running[0].running_for_s == 0.5
+    ex._on_results(handle, "quick", [])
+    (status,) = ex.heartbeat()
+    assert status.running_batches == () and not status.busy and status.running_batch is None
+
+
+@pytest.mark.parametrize(
+    ("how", "running_cause"),
+    [("deadline", "hang"), ("silence", "hang"), ("crash", "worker_down")],
+)
+def test_every_batch_of_a_hung_loop_is_reported_hang(now, how, running_cause):
+    """Two batches joined in one loop, one more queued behind: when the worker hangs (a batch
+    past its deadline, or no heartbeat), both running batches hung in that loop; the queued
+    one was only lost. A crash is ``worker_down`` for all."""
+    first, joiner, queued = _batch("first", 60_000, 2), _batch("joiner", None), _batch("q", None)
+    ex, handle, restarts = _executor(first, joiner, queued, now=now.now)
+    ex._on_started(handle, "first")
+    now.now += 1.0
+    ex._on_started(handle, "joiner")
+    if how == "deadline":  # the joiner (5 s floor) passes its deadline; heartbeats go on
+        now.now += FLOOR_S + 0.1
+        handle.seen(now.now)
+    elif how == "silence":  # no message for more than two heartbeat intervals
+        now.now += 2 * HB + 0.1
+    else:
+        handle.process.alive, handle.process.exitcode = False, -11
+    with ex._lock:
+        ex._check_health()
+    events = _events(ex)
+    causes = {e.result.idempotency_key: e.result.cause for e in events
+              if isinstance(e, ItemCompleted)}  # fmt: skip
+    assert causes == {
+        "first-0": running_cause,
+        "first-1": running_cause,
+        "joiner-0": running_cause,
+        "q-0": "worker_down",
+    }
+    (down,) = [e for e in events if isinstance(e, WorkerDown)]
+    assert sorted(down.failed_items) == sorted(causes)
+    assert restarts == [now.now] and not handle.inflight and not handle.running
+    assert not ex._inflight_keys  # every key completed once
