@@ -62,13 +62,19 @@ CASES = {
                              field="prompt", sizes=(1, 4, 8, 16), quiet_slo_s=12.0,
                              delay_s=0.05, params={"max_tokens": 16, "stream": False}),
 }  # fmt: skip
-# The stated SLO. An encoder replica serves one batch at a time (the core's contract), so a run
-# waits for the batch in flight and then runs in the next: near the ceiling p99 is two to three
-# times the time of one full batch (SmolLM2 batches continuously: a run joins the running decode
-# loop, and the same rule is kept for it so the figures stay comparable). The SLO is therefore p99 <= SLO_BATCHES x the time of one ceiling
-# batch as measured in this run, and never below ``quiet_slo_s`` (on a quiet core: 0.5 s for
-# MiniLM, 12 s for 16 SmolLM2 tokens). On a shared, loaded machine a batch takes two or three
-# times longer, and a fixed SLO would measure the neighbours, not the serving stack; the
+# The same SmolLM2 case with iteration-level batching (runs join the running decode loop), as an
+# operator could set it per model. Reported beside the goal cases, not as one of them: on a CPU
+# each join's prefill is a forward of its own that reads every weight again, so continuous
+# batching loses throughput here (the demo seed keeps SmolLM2 static for that reason).
+CASES["smollm2_generate_continuous"] = dict(CASES["smollm2_generate"], continuous=True)
+GOAL_CASES = ("minilm_embed", "smollm2_generate")
+# The stated SLO. A static replica serves one batch at a time, so a run waits for the batch in
+# flight and then runs in the next: near the ceiling p99 is two to three times the time of one
+# full batch. (In the ``_continuous`` case a run joins the running decode loop instead; the same
+# rule is kept for it so the figures compare.) The SLO is therefore p99 <= SLO_BATCHES x the time
+# of one ceiling batch as measured in this run, and never below ``quiet_slo_s`` (on a quiet core:
+# 0.5 s for MiniLM, 12 s for 16 SmolLM2 tokens). On a shared, loaded machine a batch takes two or
+# three times longer, and a fixed SLO would measure the neighbours, not the serving stack; the
 # throughput within the fixed ``quiet_slo_s`` is reported beside it.
 SLO_BATCHES = 3.0
 FRACTIONS = (0.6, 0.75, 0.85, 0.95, 1.05)
@@ -123,9 +129,8 @@ def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
     node = {"id": "n", "task": case["task"], "model": "m:1", "params": case["params"]}
     wf = {"workflow": name, "inputs": {"x": "text"}, "nodes": [node],
           "edges": [{"from": "input.x", "to": f"n.{case['field']}"}]}  # fmt: skip
-    # generate batches continuously, as the live wiring sets it (control/services/fleet_state)
     model = ModelSpec("m", "1", case["task"], 512, max_batch_size=max_batch,
-                      continuous_batching=case["task"] == "generate")  # fmt: skip
+                      continuous_batching=case.get("continuous", False))  # fmt: skip
     bp = CoreBlueprint(device_specs(devices), (model,), (dag_from_dict(wf),),
                        core_config=CoreConfig(
                            batching_config=SizeDelayConfig(max_queue_delay_s=case["delay_s"])))  # fmt: skip
@@ -190,7 +195,9 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
             "batch_size_mean": round(sum(sizes) / max(1, len(sizes)), 1),
             "batch_size_max": max(sizes, default=0),
             "batch_device_ms_p50": round(per_batch[len(per_batch) // 2], 1) if per_batch else None,
-            "device_busy_share": round(sum(per_batch) / 1000.0 / (window + drained), 3)}  # fmt: skip
+            # joined batches overlap on the device: their sum is no busy share
+            "device_busy_share": None if case.get("continuous") else
+                                 round(sum(per_batch) / 1000.0 / (window + drained), 3)}  # fmt: skip
 
 
 def ceiling_pinned(case: dict, cores: set[int]) -> dict[int, float]:
@@ -214,7 +221,7 @@ def load_average() -> float | None:
 
 
 async def bench(seconds: float, only: list[str] | None = None) -> dict:
-    out = {"benchmark": "batching", "goal_served_vs_ceiling": 0.85,
+    out = {"benchmark": "batching", "goal_served_vs_ceiling": 0.85, "goal_cases": GOAL_CASES,
            "cpu_cores": os.cpu_count(), "load_avg_1m_before": load_average()}  # fmt: skip
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
     for name, case in CASES.items():

@@ -1,20 +1,22 @@
-"""Models and placement: the active plan as a device x model map; drafts (generate from the
-active plan, edit), their diff against the active plan, simulation in the twin (with the twin's
-measured error), rollout on the live fleet with its progress, and rollback."""
+"""Models and placement: the active plan as a device x model map; the models with their batch
+settings (edit one); drafts (generate from the active plan, edit), their diff against the active
+plan, simulation in the twin (with the twin's measured error), rollout on the live fleet with its
+progress, and rollback."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, rollout_panel, transforms, twin, twin_panel, ui
+from app import charts, data, models_editor, rollout_panel, transforms, twin, twin_panel, ui
 from app.client import ApiError
 
 st.title("Models and placement")
 try:
     plans = data.items("/admin/placement-plans")
     devices = ui.names("/admin/devices")
-    models = {m["id"]: f"{m['name']}:{m['version']}" for m in data.items("/admin/models")}
+    model_rows = data.items("/admin/models")
+    models = {m["id"]: f"{m['name']}:{m['version']}" for m in model_rows}
 except ApiError as err:
     st.error(f"The API refused: {err.detail}")
     st.stop()
@@ -36,6 +38,9 @@ if st.button(f"Roll back plan #{following}" if following else "Roll back", key="
     rollout_panel.roll_back(following)
     st.rerun()
 ui.form_error(rollout_panel.BACK)
+
+st.header("Models")
+models_editor.render(model_rows)
 
 FORM = "plan"
 st.header("Drafts")

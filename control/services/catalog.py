@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
 from control.services import rules as r
 from control.services.base import CrudService, Reference
+from control.services.errors import ValidationError
 from control.store import records as rec
 from control.store import repositories as repo
 from db import vocab
@@ -27,10 +33,21 @@ class ModelService(CrudService[rec.ModelRecord]):
         r.at_least("max_batch_tokens", 1),
         r.at_least("tp_degree", 1),
         r.at_least("cost_weight_milli", 0),
+        r.boolean("continuous_batching"),
         r.one_of("status", vocab.MODEL_STATUSES),
     )
     unique_keys = (("name", "version"),)
     retired_status = "retired"
+
+    def _check_values(self, values: Mapping[str, Any]) -> None:
+        # a create always names the task; an update is caught here when it sends both fields
+        if "task" in values:
+            continuous_batching_allowed(values, changed=values.keys())
+
+    def _check_in_db(self, session: Session, merged: Mapping[str, Any], current: Any) -> None:
+        # an update of one field must not leave the stored pair contradictory either
+        changed = [k for k, v in merged.items() if current is None or getattr(current, k) != v]
+        continuous_batching_allowed(merged, changed=changed)
 
 
 class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):
@@ -48,3 +65,29 @@ class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):
     references = (Reference("model_id", repo.ModelRepository, "model"),)
     unique_keys = (("model_id", "device_type", "batch_size", "num_tokens"),)
     stamp_field = "measured_at"
+
+
+#: Why the setting is refused for other tasks (the core refuses such a ModelSpec too).
+ONLY_GENERATE = (
+    "only generate models batch continuously (new requests join a running decode loop); "
+    "other tasks run each batch once, with no loop to join"
+)
+
+
+def continuous_batching_allowed(model: Mapping[str, Any], changed: Collection[str]) -> None:
+    """Refuse ``continuous_batching`` true on a model whose ``task`` is not ``generate``.
+
+    ``model`` holds the values the row would have; ``changed`` names the fields the call
+    changes. The error names ``continuous_batching``, unless the call changes only the task
+    away from generate while the stored flag is on: then it names ``task``, the field the
+    operator touched. Pure: raises ValidationError or returns None.
+    """
+    if not model.get("continuous_batching") or model.get("task") == "generate":
+        return
+    task = model.get("task")
+    if "task" in changed and "continuous_batching" not in changed:
+        raise ValidationError(
+            "task", task, f"continuous_batching is on for this model and {ONLY_GENERATE}; "
+            "turn continuous_batching off in the same change",
+        )  # fmt: skip
+    raise ValidationError("continuous_batching", True, f"task is {task!r}: {ONLY_GENERATE}")

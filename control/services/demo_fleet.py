@@ -53,6 +53,7 @@ class DemoModel:
     max_batch_tokens: int
     tp_degree: int = 1
     cost_weight_milli: int = 1000
+    continuous_batching: bool = False
     note: str = ""
 
     @property
@@ -68,10 +69,17 @@ DEMO_MODELS: tuple[DemoModel, ...] = (
               note="cross-encoder: MiniLM backbone with a fresh 1-output head; the real cost "
                    "profile of ms-marco-MiniLM-L-6-v2 but meaningless scores. Register a real "
                    "cross-encoder folder (weights_source=path) to rank for real."),
+    # Static batches on purpose: on a CPU each joiner's separate prefill costs a full weight
+    # read, so continuous batching lost throughput here (bench/batching.py: served_vs_ceiling
+    # 0.66 continuous against 1.06 static).
     DemoModel("smollm2-135m", "1", "generate", "package", SMOLLM2_PACKAGE, 640, ("fp32",), 8,
-              4096, cost_weight_milli=6000, note="SmolLM2-135M-Instruct, converted once from GGUF"),
+              4096, cost_weight_milli=6000, continuous_batching=False,
+              note="SmolLM2-135M-Instruct, converted once from GGUF"),
+    # Continuous: the engines a served 70B stands for (vLLM, TGI, TensorRT-LLM) schedule per
+    # iteration, and on a GPU a join's prefill rides along with the decode step.
     DemoModel("llama-70b", "1", "generate", "declared", "llama-2-70b (twin only)", 140_000,
               ("bf16", "fp16"), 64, 65_536, tp_degree=2, cost_weight_milli=60_000,
+              continuous_batching=True,
               note="declared for the twin's case studies; latency from the Splitwise table"),
 )  # fmt: skip
 

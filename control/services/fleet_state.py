@@ -92,10 +92,9 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
         max_batch_size=row.max_batch_size,
         max_batch_tokens=row.max_batch_tokens,
         tp_degree=row.tp_degree,
-        # every generate model batches continuously: the local executor's generate adapter
-        # takes joiners into its running decode loop, and the engines a declared (remote)
-        # LLM stands for (vLLM, TGI, TensorRT-LLM) schedule per iteration too
-        continuous_batching=row.task == "generate",
+        # the operator's stored choice; the model service keeps it off for other tasks, and
+        # the task test keeps a row written around the service from failing ModelSpec's check
+        continuous_batching=bool(row.continuous_batching) and row.task == "generate",
     )
 
 

@@ -110,7 +110,8 @@ def _seed_models(services: Services, summary: SeedSummary) -> dict[str, Any]:
                 weights_source=s.weights_source, weights_location=s.weights_location,
                 memory_mib=s.memory_mib, precisions=list(s.precisions),
                 max_batch_size=s.max_batch_size, max_batch_tokens=s.max_batch_tokens,
-                tp_degree=s.tp_degree, cost_weight_milli=s.cost_weight_milli),
+                tp_degree=s.tp_degree, cost_weight_milli=s.cost_weight_milli,
+                continuous_batching=s.continuous_batching),
         )  # fmt: skip
     return models
 

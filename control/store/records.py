@@ -52,6 +52,7 @@ class ModelRecord:
     max_batch_tokens: int
     tp_degree: int
     cost_weight_milli: int
+    continuous_batching: bool
     status: str
     created_at: datetime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, UniqueConstraint
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, created_at_column
@@ -41,6 +41,11 @@ class ServedModel(Base):
     max_batch_tokens: Mapped[int] = mapped_column(default=2048)
     tp_degree: Mapped[int] = mapped_column(default=1)
     cost_weight_milli: Mapped[int] = mapped_column(default=1000)
+    #: Iteration-level batching: new requests join the running decode loop (generate models
+    #: only, checked by the model service). An operator's choice per model, because it pays
+    #: off on GPU engines but loses throughput on a CPU, where each join's prefill costs a
+    #: full weight read. Server default false: rows from before the column stay static.
+    continuous_batching: Mapped[bool] = mapped_column(default=False, server_default=false())
     status: Mapped[str] = mapped_column(String(16), default="active")
     created_at: Mapped[datetime] = created_at_column()
 

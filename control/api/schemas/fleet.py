@@ -95,6 +95,13 @@ class DeviceFilter(BaseModel):
     is_real: bool | None = None
 
 
+CONTINUOUS_BATCHING = (
+    "generate models only: new requests join the running decode loop instead of waiting for "
+    "the batch to end (pays off on GPU engines; on a CPU each join's prefill costs a full "
+    "weight read)"
+)
+
+
 class ModelOut(Dto):
     id: int
     name: str
@@ -109,6 +116,7 @@ class ModelOut(Dto):
     max_batch_tokens: int
     tp_degree: int
     cost_weight_milli: int
+    continuous_batching: bool
     status: str
     created_at: datetime
 
@@ -126,6 +134,7 @@ class ModelCreate(Body):
     max_batch_tokens: Positive = 2048
     tp_degree: Positive = 1
     cost_weight_milli: NonNegative = Field(1000, description="cost units per 1000 tokens")
+    continuous_batching: bool = Field(False, description=CONTINUOUS_BATCHING)
     status: ModelStatus = "active"
 
 
@@ -142,6 +151,7 @@ class ModelUpdate(Body):
     max_batch_tokens: Positive | None = None
     tp_degree: Positive | None = None
     cost_weight_milli: NonNegative | None = None
+    continuous_batching: bool | None = Field(None, description=CONTINUOUS_BATCHING)
     status: ModelStatus | None = None
 
 
