@@ -94,6 +94,7 @@ class TwinDriver:
         self._wake: set[float] = set()
         self._down: set[str] = set()
         self._inflight: dict[str, tuple[Dispatch, Completion]] = {}
+        self._free_at: dict[str, float] = {}  # static replica -> when its last batch ends
         self._replicas_by_device = replicas_by_device or {}
         self._revived = 0
         models = getattr(executor, "models", {})
@@ -142,6 +143,7 @@ class TwinDriver:
             for bid in [b for b, (d, _) in self._inflight.items() if ev.device_id in d.device_ids]:
                 d, done = self._inflight.pop(bid)
                 self._version.pop(bid, None)
+                self._free_at.pop(d.replica_id or "", None)
                 if self.obs is not None:
                     self.obs.on_drop(d, done, now)
             if self._joins:
@@ -197,9 +199,14 @@ class TwinDriver:
             return
         done = self.executor.run(d)
         self._inflight[d.batch_id] = (d, done)
+        start = now
+        if d.replica_id is not None:
+            # a batch sent ahead (dispatch ahead) waits for the one in flight: one device
+            start = max(now, self._free_at.get(d.replica_id, now))
+            self._free_at[d.replica_id] = start + done.duration_us / 1e6
         if self.obs is not None:
-            self.obs.on_dispatch(d, done, now)
-        self.env.call_at(now + done.duration_us / 1e6, lambda _e, b=d.batch_id: self._done(b))
+            self.obs.on_dispatch(d, done, start)
+        self.env.call_at(start + done.duration_us / 1e6, lambda _e, b=d.batch_id: self._done(b))
 
     def _join(self, d: Dispatch, now: float) -> None:
         """Carry out a dispatch to a continuous replica: schedule the joiner's completion and

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.assembly import CoreBlueprint
 from control.core.batching.size_delay import SizeDelayConfig
+from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
 from control.core.dag.spec import PORTS
 from control.executor.base import Executor, ModelRef
@@ -93,8 +94,15 @@ def serving_core_config() -> CoreConfig:
     everything queued at once (up to its batch limits); while it runs, new work queues and
     forms the next batch. On one worker per replica that never leaves the device idle with
     work waiting, and a lone request does not wait for company that is not coming (a fixed
-    delay adds itself to every request at low load and buys nothing at high load)."""
-    return CoreConfig(batching_config=SizeDelayConfig(max_queue_delay_s=0.0))
+    delay adds itself to every request at low load and buys nothing at high load).
+
+    Dispatch ahead (15 ms): when a full batch waits while one runs, it is sent to the worker
+    shortly before the running one ends, so the device does not idle for the completion's round
+    trip through the driver (~5-15 ms per batch measured under load here)."""
+    return CoreConfig(
+        batching_config=SizeDelayConfig(max_queue_delay_s=0.0),
+        binding=BindingConfig(dispatch_ahead_us=15_000),
+    )
 
 
 @dataclass(frozen=True)

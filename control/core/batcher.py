@@ -105,10 +105,11 @@ def _choose(
     st: CoreState, rec: ReplicaRecord, slots: int
 ) -> tuple[list[QueuedStep], FormedBatch | None] | None:
     """(queue in service order, formed batch or None to wait), or None when headroom holds
-    every step back. A continuous replica that is running is joined (``slots`` free)."""
+        every step back. A continuous replica that is running is joined (``slots`` free); a batch
+    sent ahead to a static replica forms by the policy like any other."""
     by_key = rec.queue
     queued = list(by_key.values())
-    joining = bool(rec.running)
+    joining = bool(rec.running) and rec.model.continuous_batching
     if rec.device.device_id not in st.reserved_devices:
         if joining:
             formed = _join(queued, rec, slots)
@@ -133,13 +134,21 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     with free slots), or arm a wake-up at the batching deadline."""
     if rec.state != ReplicaState.READY or not rec.queue:
         return
-    slots = rec.free_slots()
+    ahead_s = st.config.binding.dispatch_ahead_us / 1e6
+    slots = rec.free_slots(st.now, ahead_s)
     if slots <= 0:
         return
     picked = _choose(st, rec, slots)
     if picked is None:
         return
     ordered, formed = picked
+    if formed is not None and rec.running and not rec.model.continuous_batching:
+        # sent ahead only when full: a device that would idle for the completion round trip
+        # has a backlog worth a batch; below that, waiting for the completion forms a bigger
+        # (more efficient) batch than sending the few queued now
+        cap = st.batching.max_batch_size(rec.model)
+        if not take_fitting(ordered, cap, rec.model.max_batch_tokens)[2]:
+            return
     if formed is None:
         oldest = min([s.arrival for s in ordered])
         st.arm(st.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
@@ -161,6 +170,23 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
         predicted = backlog + prefill_us + decode
     else:
         predicted = service_us(st.latency, rec.model.key, acc, n, longest, out)
-    _launch(st, chosen, rec, formed.padded_tokens, predicted, f"{rec.replica_id}: {formed.reason}")
-    rec.start_running(chosen[0].batch_id, n, st.now, st.now + predicted / 1e6, prefill_us / 1e6)
+    # sent ahead: it starts when the batch in flight ends
+    start = (
+        max(st.now, rec.busy_until) if rec.running and not rec.model.continuous_batching else st.now
+    )
+    reason = f"{rec.replica_id}: {formed.reason}"
+    if start > st.now:
+        reason += f" (sent ahead: starts when the batch in flight ends, in {(start - st.now) * 1e3:.1f} ms)"
+    _launch(st, chosen, rec, formed.padded_tokens, predicted, reason)
+    rec.start_running(chosen[0].batch_id, n, st.now, start + predicted / 1e6, prefill_us / 1e6)
     mark_used(st, rec)
+    arm_ahead(st, rec)
+
+
+def arm_ahead(st: CoreState, rec: ReplicaRecord) -> None:
+    """With dispatch ahead on, wake the core when a static replica's lone batch is within
+    ``dispatch_ahead_us`` of its end: its successor is bound and sent then (nothing else
+    happens at that instant to make the core look)."""
+    ahead_s = st.config.binding.dispatch_ahead_us / 1e6
+    if ahead_s > 0.0 and len(rec.running) == 1 and not rec.model.continuous_batching:
+        st.arm(max(st.now, rec.busy_until - ahead_s), "ahead", rec.replica_id)

@@ -51,9 +51,9 @@ def room(st: CoreState, rec: ReplicaRecord) -> int:
     """How many pending steps ``rec`` may take now (0 unless it can start them soon)."""
     if not rec.routable:
         return 0
-    ahead = st.config.binding.bind_ahead_us / 1e6
+    ahead = st.config.binding.take_ahead_us / 1e6
     if rec.state == ReplicaState.READY:
-        if rec.running and rec.busy_until - st.now > ahead:
+        if rec.running and rec.busy_until - ahead > st.now:
             return 0
     elif rec.state != ReplicaState.LOADING or rec.ready_at - st.now > ahead:
         return 0
@@ -70,7 +70,7 @@ def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
     if not reps:
         return {}
     now = st.now
-    ahead = st.config.binding.bind_ahead_us / 1e6
+    ahead = st.config.binding.take_ahead_us / 1e6
     per = st.config.binding.max_local_batches
     size_of = st.batching.max_batch_size
     ready, loading = ReplicaState.READY, ReplicaState.LOADING
@@ -80,7 +80,7 @@ def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
             continue
         state = rec.state
         if state == ready:
-            if rec.running and rec.busy_until - now > ahead:
+            if rec.running and rec.busy_until - ahead > now:
                 continue
         elif state != loading or rec.ready_at - now > ahead:
             continue

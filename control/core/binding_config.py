@@ -28,8 +28,28 @@ class BindingConfig:
         },
     )
 
+    dispatch_ahead_us: int = field(
+        default=0,
+        metadata={
+            "help": "a replica that runs one batch at a time is SENT its next batch when the "
+            "batch in flight is predicted to end within this many microseconds: the executor "
+            "queues it and starts it the moment the device frees, so no completion round trip "
+            "leaves the device idle between batches. Only a full batch is sent ahead (below "
+            "that, waiting forms a bigger one); at most one waits. 0: only free replicas get "
+            "batches"
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.max_local_batches < 1:
             raise ValueError(f"max_local_batches must be >= 1, got {self.max_local_batches}")
         if self.bind_ahead_us < 0:
             raise ValueError(f"bind_ahead_us must be >= 0, got {self.bind_ahead_us}")
+        if self.dispatch_ahead_us < 0:
+            raise ValueError(f"dispatch_ahead_us must be >= 0, got {self.dispatch_ahead_us}")
+
+    @property
+    def take_ahead_us(self) -> int:
+        """How early a busy replica takes pending work: binding ahead, or dispatching ahead
+        (which needs the work bound first)."""
+        return max(self.bind_ahead_us, self.dispatch_ahead_us)

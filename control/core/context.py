@@ -140,6 +140,6 @@ class CoreState:
         return f"{prefix}{self.seq}"
 
     def arm(self, when: float, kind: str, ident: str) -> None:
-        """Schedule a wake-up: ``kind`` "batch" (replica id) or "timeout" (step key)."""
+        """Schedule a wake-up: ``kind`` "batch" or "ahead" (replica id) or "timeout" (step key)."""
         self.seq += 1
         heapq.heappush(self.timers, (when, self.seq, kind, ident))

@@ -163,6 +163,12 @@ class ControlCore:
         if kind == "batch":
             rec = st.cluster.replicas.get(ident)
             return rec is not None and bool(rec.queue) and rec.free_slots() > 0
+        if kind == "ahead":  # a lone batch nears its end: live while work waits for the replica
+            rec = st.cluster.replicas.get(ident)
+            if rec is None or len(rec.running) != 1:
+                return False
+            pending = st.pending.get(rec.model.key)
+            return bool(rec.queue) or (pending is not None and bool(pending.entries))
         step = st.steps.get(ident)
         return step is not None and step.batch_id is not None
 

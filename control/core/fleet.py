@@ -72,7 +72,7 @@ def fail_replica(st: CoreState, replica_id: str, reason: str) -> None:
             if st.steps.get(step.key) is step:
                 fail_step(st, step, reason, lost=True)
     rec.running.clear()
-    rec.running_seqs = 0
+    rec.running_seqs = rec.loop_seqs = 0
     st.cluster.remove_replica(replica_id)
     rec.state = ReplicaState.FAILED
     st.sessions = {s: r for s, r in st.sessions.items() if r != replica_id}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 
 from control.core import rollout, runs
-from control.core.batcher import dispatch_tool, form_batch
+from control.core.batcher import arm_ahead, dispatch_tool, form_batch
 from control.core.context import CoreState
 from control.core.events import DeviceDown, PlacementChanged, ReplicaLoadFailed
 from control.core.fleet import device_down, fail_replica
@@ -86,6 +86,7 @@ def batch_done(st: CoreState, result: BatchResult) -> None:
     rec = st.cluster.replicas.get(batch.replica_id or "")
     if rec is not None:
         rec.stop_running(result.batch_id, len(batch.items), st.now)
+        arm_ahead(st, rec)  # a batch sent ahead now runs alone: look again near its end
         st.dirty.add(rec.replica_id)
         st.batching.observe(rec.model, len(batch.items), result.device_us)
     reported = {r.key: r for r in result.items}
@@ -98,10 +99,11 @@ def batch_done(st: CoreState, result: BatchResult) -> None:
 
 
 def timers(st: CoreState) -> None:
-    """Fire due timers: batching deadlines (replica dirty) and step timeouts."""
+    """Fire due timers: batching deadlines and dispatch-ahead points (replica dirty) and step
+    timeouts."""
     while st.timers and st.timers[0][0] <= st.now:
         _, _, kind, ident = heapq.heappop(st.timers)
-        if kind == "batch":
+        if kind == "batch" or kind == "ahead":
             st.dirty.add(ident)
             continue
         step = st.steps.get(ident)

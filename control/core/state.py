@@ -52,8 +52,8 @@ class ReplicaRecord:
 
     __slots__ = (
         "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
-        "queue", "queue_us", "running", "running_seqs", "prefill_until", "prefix", "last_used", "speculative", "used",
-        "load_reason", "routable", "draining", "plan_id",
+        "queue", "queue_us", "running", "running_seqs", "loop_seqs", "prefill_until", "prefix",
+        "last_used", "speculative", "used", "load_reason", "routable", "draining", "plan_id",
     )  # fmt: skip
 
     def __init__(
@@ -74,6 +74,9 @@ class ReplicaRecord:
         # loop of a continuous-batching model (their sequences within max_batch_size)
         self.running: dict[str, float] = {}
         self.running_seqs = 0
+        # sequences a newcomer would decode beside: ``running_seqs`` of a continuous loop, else
+        # 0 (an attribute, not a property: routing reads it per candidate per decision)
+        self.loop_seqs = 0
         # continuous batching: when the prefills already scheduled on the loop end (joiners
         # prefill one after another, each stalling the loop); routing counts it as waiting
         self.prefill_until = 0.0
@@ -94,19 +97,18 @@ class ReplicaRecord:
     def idle(self) -> bool:
         return self.state == ReplicaState.READY and not self.running and not self.queue
 
-    def free_slots(self) -> int:
+    def free_slots(self, now: float = 0.0, ahead_s: float = 0.0) -> int:
         """Sequences a new batch may bring now: the whole batch size when nothing runs; with
-        continuous batching what the running batches leave of it; otherwise 0 while busy."""
+        continuous batching what the running batches leave of it; otherwise, while one batch
+        runs, the whole batch size once it is predicted to end within ``ahead_s`` (its
+        successor is sent ahead and waits in the executor: dispatch ahead), else 0."""
         if not self.running:
             return self.model.max_batch_size
         if self.model.continuous_batching:
             return max(0, self.model.max_batch_size - self.running_seqs)
+        if ahead_s > 0.0 and len(self.running) == 1 and self.busy_until - ahead_s <= now:
+            return self.model.max_batch_size
         return 0
-
-    @property
-    def loop_seqs(self) -> int:
-        """Sequences a newcomer would decode beside: those of a continuous loop, else 0."""
-        return self.running_seqs if self.model.continuous_batching else 0
 
     def start_running(
         self, batch_id: str, seqs: int, now: float, end: float, prefill_s: float
@@ -121,6 +123,8 @@ class ReplicaRecord:
             self.prefill_until = max(now, self.prefill_until) + prefill_s
         self.running[batch_id] = end
         self.running_seqs += seqs
+        if self.model.continuous_batching:
+            self.loop_seqs = self.running_seqs
         self._refresh_busy(now)
 
     def stop_running(self, batch_id: str, seqs: int, now: float) -> bool:
@@ -128,16 +132,20 @@ class ReplicaRecord:
         if self.running.pop(batch_id, None) is None:
             return False
         self.running_seqs = max(0, self.running_seqs - seqs)
+        if self.model.continuous_batching:
+            self.loop_seqs = self.running_seqs
         self._refresh_busy(now)
         return True
 
     def _refresh_busy(self, now: float) -> None:
         # busy_until: when the replica can next START new work (what routing, binding and
-        # stealing compare): now while a continuous replica has a free slot, else the end of
-        # the running batch (the earliest of several, which frees slots)
+        # stealing compare): the end of the last batch sent to a static replica; now while a
+        # continuous replica has a free slot, else the earliest end (which frees slots)
         if not self.running:
             self.busy_until = now
-        elif self.model.continuous_batching and self.running_seqs < self.model.max_batch_size:
+        elif not self.model.continuous_batching:
+            self.busy_until = max(self.running.values())  # a batch sent ahead runs after
+        elif self.running_seqs < self.model.max_batch_size:
             self.busy_until = now
         else:
             self.busy_until = min(self.running.values())

@@ -165,12 +165,16 @@ def test_a_lone_batch_takes_the_static_prediction_with_scatter_transfers_and_cac
     assert want.records[0].prefix_hit_tokens == 2 * 512
 
 
-def test_models_without_the_flag_run_each_batch_alone_as_before() -> None:
+def test_models_without_the_flag_run_each_batch_alone_one_after_another() -> None:
+    """A static replica's batch sent while another runs (dispatch ahead) waits for it: each
+    takes its own predicted time, on one device, in order."""
     core, rec, _ = drive(PLAN, continuous=False)
     ex = SimExecutor(LAT, DEVICES, {KEY: model(False)})
     a, b = ex.run(A).duration_us, ex.run(B).duration_us
     done = sorted(c[1:] for c in core.calls if c[0] == "complete")
-    assert done == [("A", T0 + a / 1e6), ("B", PLAN[1][0] + b / 1e6)]
+    a_end = T0 + a / 1e6
+    assert PLAN[1][0] < a_end  # B was sent while A ran
+    assert done == [("A", a_end), ("B", max(PLAN[1][0], a_end) + b / 1e6)]
     assert sum(rec.busy["g0"].values()) == _approx((a + b) / 1e6)  # counted per batch
 
 
