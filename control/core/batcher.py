@@ -130,8 +130,9 @@ def _choose(
 
 
 def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
-    """Dispatch one batch on a ready replica that can start one (free, or a continuous replica
-    with free slots), or arm a wake-up at the batching deadline."""
+    """Dispatch one batch on a ready replica that can take one (free; a continuous replica with
+    free slots; or a static one whose lone batch ends within ``dispatch_ahead_us``, and then
+    only a full batch), or arm a wake-up at the batching deadline."""
     if rec.state != ReplicaState.READY or not rec.queue:
         return
     ahead_s = st.config.binding.dispatch_ahead_us / 1e6
