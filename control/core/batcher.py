@@ -189,5 +189,5 @@ def arm_ahead(st: CoreState, rec: ReplicaRecord) -> None:
     ``dispatch_ahead_us`` of its end: its successor is bound and sent then (nothing else
     happens at that instant to make the core look)."""
     ahead_s = st.config.binding.dispatch_ahead_us / 1e6
-    if ahead_s > 0.0 and len(rec.running) == 1 and not rec.model.continuous_batching:
+    if ahead_s > 0.0 and len(rec.running) == 1 and rec.sends_ahead:
         st.arm(max(st.now, rec.busy_until - ahead_s), "ahead", rec.replica_id)

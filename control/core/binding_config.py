@@ -31,7 +31,8 @@ class BindingConfig:
     dispatch_ahead_us: int = field(
         default=0,
         metadata={
-            "help": "a replica that runs one batch at a time is SENT its next batch when the "
+            "help": "a replica that runs one batch at a time (not a generate model: its "
+            "worker would take the batch into the running decode loop) is SENT its next batch when the "
             "batch in flight is predicted to end within this many microseconds: the executor "
             "queues it and starts it the moment the device frees, so no completion round trip "
             "leaves the device idle between batches. Only a full batch is sent ahead (below "

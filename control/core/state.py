@@ -97,6 +97,13 @@ class ReplicaRecord:
     def idle(self) -> bool:
         return self.state == ReplicaState.READY and not self.running and not self.queue
 
+    @property
+    def sends_ahead(self) -> bool:
+        """Whether a batch may be sent ahead to this replica while one runs: not for generate
+        models, whose live worker takes a waiting batch of its replica into the running decode
+        loop (a static generate replica keeps one batch at a time)."""
+        return self.model.task != "generate"
+
     def free_slots(self, now: float = 0.0, ahead_s: float = 0.0) -> int:
         """Sequences a new batch may bring now: the whole batch size when nothing runs; with
         continuous batching what the running batches leave of it; otherwise, while one batch
@@ -106,7 +113,12 @@ class ReplicaRecord:
             return self.model.max_batch_size
         if self.model.continuous_batching:
             return max(0, self.model.max_batch_size - self.running_seqs)
-        if ahead_s > 0.0 and len(self.running) == 1 and self.busy_until - ahead_s <= now:
+        if (
+            ahead_s > 0.0
+            and self.sends_ahead
+            and len(self.running) == 1
+            and (self.busy_until - ahead_s <= now)
+        ):
             return self.model.max_batch_size
         return 0
 
