@@ -34,14 +34,14 @@ import json
 import os
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control.api.live import serving_core_config  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
-from control.core.binding_config import BindingConfig  # noqa: E402
-from control.core.context import CoreConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.latency import TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
@@ -78,10 +78,7 @@ GOAL_CASES = ("minilm_embed", "smollm2_generate")
 # three times longer, and a fixed SLO would measure the neighbours, not the serving stack; the
 # throughput within the fixed ``quiet_slo_s`` is reported beside it.
 SLO_BATCHES = 3.0
-# The next batch goes to the worker this long before the running one is predicted to end, as
-# the serving configuration does (control/api/live.py): the worker starts it the moment the
-# device frees instead of idling for the completion's round trip through the driver.
-DISPATCH_AHEAD_US = 15_000
+
 FRACTIONS = (0.6, 0.75, 0.85, 0.95, 1.05)
 
 
@@ -137,9 +134,10 @@ def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
     model = ModelSpec("m", "1", case["task"], 512, max_batch_size=max_batch,
                       continuous_batching=case.get("continuous", False))  # fmt: skip
     bp = CoreBlueprint(device_specs(devices), (model,), (dag_from_dict(wf),),
-                       core_config=CoreConfig(
-                           batching_config=SizeDelayConfig(max_queue_delay_s=case["delay_s"]),
-                           binding=BindingConfig(dispatch_ahead_us=DISPATCH_AHEAD_US)))  # fmt: skip
+                       # the serving configuration (dispatch ahead included), with the case's
+                       # batching delay
+                       core_config=replace(serving_core_config(), batching_config=SizeDelayConfig(
+                           max_queue_delay_s=case["delay_s"])))  # fmt: skip
     return LiveRuntime(bp, TableLatencyModel(), ex, {"m:1": case["ref"]},
                        (InitialReplica("m:1", "cpu:0"),), RuntimeConfig(stream_tokens=False))  # fmt: skip
 

@@ -47,11 +47,10 @@ class ReplicaView:
     state: str
     queue_len: int
     queue_us: int
-    inflight_batch: str | None  # the earliest dispatched of ``running_batches``
     speculative: bool
     used: bool
-    running_batches: tuple[str, ...] = ()  # several only for a continuous-batching model
-    running_seqs: int = 0
+    running_batches: tuple[str, ...]  # in dispatch order; several: continuous or sent ahead
+    running_seqs: int
 
 
 @dataclass(frozen=True)
@@ -196,8 +195,7 @@ def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView
 def _replica_view(r: ReplicaRecord) -> ReplicaView:
     return ReplicaView(
         r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
-        len(r.queue), r.queue_us, next(iter(r.running), None), r.speculative, r.used,
-        tuple(r.running), r.running_seqs,
+        len(r.queue), r.queue_us, r.speculative, r.used, tuple(r.running), r.running_seqs,
     )  # fmt: skip
 
 

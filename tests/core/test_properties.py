@@ -105,9 +105,7 @@ def test_batches_within_limits_and_never_late_on_a_free_replica(arrivals) -> Non
                 longest = max(i.input_tokens for i in d.items)
                 assert len(d.items) == 1 or longest * len(d.items) <= m.max_batch_tokens
         snap = core.snapshot()
-        free = {
-            r.replica_id for r in snap.replicas if r.state == "ready" and r.inflight_batch is None
-        }
+        free = {r.replica_id for r in snap.replicas if r.state == "ready" and not r.running_batches}
         for rid, queue in snap.queues.items():
             if rid in free and queue:
                 oldest = min(v.queued_since for v in queue)
@@ -153,7 +151,7 @@ def test_late_binding_never_leaves_work_pending_beside_a_free_replica(arrivals) 
         for model_key, waiting in snap.pending.items():
             assert all(v.replica_id is None for v in waiting)
             for r in snap.replicas:
-                free = r.state == "ready" and r.inflight_batch is None
+                free = r.state == "ready" and not r.running_batches
                 if (
                     r.model_key == model_key
                     and free
