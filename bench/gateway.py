@@ -15,7 +15,9 @@ separate process, so their own HTTP work is not charged to the gateway. Prints J
   threads) per request; ``single``/``multi`` add the worker's and the client's CPU per request
   and the 1-minute load average before the phase (the machine is shared);
 * ``explanation``: why the many-client overhead is what it is (Little's law on these cores);
-* ``writer``: commits and rows of the group-commit writer during the 64-client phase.
+* ``writer``: commits and rows of the group-commit writer during the 64-client phase;
+* ``server``: the event loop and HTTP parser serving the gateway. Like ``legato api``
+  (uvicorn's "auto"), the bench uses uvloop and httptools when they are installed.
 
 The clients speak raw keep-alive HTTP/1.1 (one connection each): httpx cost about 13 ms of CPU
 per call at 64 connections here, so the old figures mostly measured the load generator.
@@ -220,6 +222,17 @@ def _explain(multi: dict, clients: int) -> str:
     )
 
 
+def _server_kind() -> dict[str, str]:
+    """The event loop running now and the HTTP parser uvicorn's "auto" picks."""
+    try:
+        import httptools  # noqa: F401
+
+        http = "httptools"
+    except ImportError:
+        http = "h11"
+    return {"loop": type(asyncio.get_running_loop()).__module__.split(".")[0], "http": http}
+
+
 async def main(seconds: float, clients: int) -> dict:
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="legato-bench-"))
@@ -269,10 +282,12 @@ async def main(seconds: float, clients: int) -> dict:
             "single": single,
             "multi": multi,
             "explanation": _explain(multi, clients),
+            "server": _server_kind(),
             "writer": {
                 "commits": commits,
                 "rows": rows,
                 "rows_per_commit": round(rows / max(1, commits), 2),
+                "raw_fallbacks": inference.writer.raw_fallbacks,
             },
         }
     finally:
@@ -284,4 +299,10 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=64)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main(args.seconds, args.clients)), indent=2))
+    try:  # the loop uvicorn's "auto" picks (as ``legato api`` serves)
+        import uvloop
+
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    print(json.dumps(run(main(args.seconds, args.clients)), indent=2))

@@ -36,6 +36,12 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
+def is_sqlite_file(url: Any) -> bool:
+    """Whether ``url`` (text or URL) names a SQLite database file (not memory, not a URI)."""
+    url = make_url(url) if isinstance(url, str) else url
+    return url.get_backend_name() == "sqlite" and _sqlite_file(url.render_as_string()) is not None
+
+
 def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # Hand transaction control to SQLAlchemy: the sqlite3 module's own implicit BEGIN would
     # otherwise break SAVEPOINT and transactional DDL.

@@ -73,6 +73,9 @@ class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
         self._output_at: dict[tuple[str, str], str] = {}
         #: outputs that came back with their results (``return_output``), until released
         self._returned: OrderedDict[tuple[str, str], object] = OrderedDict()
+        #: finished runs whose outputs a worker still holds, told by the pump (see release_run)
+        self._releases: dict[str, list[str]] = {}
+        self.release_messages = 0  # "release" messages sent (each may name several runs)
         self._breakers: dict[str, CircuitBreaker] = {}
         self._item_ms: dict[str, float] = {}  # replica -> smoothed device ms per item
         self._listeners: list[Callable[[ExecutorEvent], None]] = []

@@ -187,7 +187,10 @@ class PumpMixin:
                 future.set_result(value)
 
     def release_run(self, run_id: str) -> None:
-        """Drop every output of a finished run from the workers holding them."""
+        """Drop every output of a finished run. The executor forgets them at once (a fetch
+        fails from now on); the workers holding them are told by the pump thread at its next
+        turn (within a tick), several runs per message. Why: the message is then not on the
+        finished run's way back to its caller, and a worker is woken once for many runs."""
         with self._lock:
             holders = {d for (r, _), d in self._output_at.items() if r == run_id}
             for key in [k for k in self._output_at if k[0] == run_id]:
@@ -195,7 +198,16 @@ class PumpMixin:
             for key in [k for k in self._returned if k[0] == run_id]:
                 del self._returned[key]
             for device_id in holders:
-                self._send(self._workers[device_id], ("release", run_id))
+                self._releases.setdefault(device_id, []).append(run_id)
+
+    def _send_releases(self) -> None:
+        """Tell each worker which finished runs' outputs to drop (pump thread, under lock)."""
+        releases, self._releases = self._releases, {}
+        for device_id, run_ids in sorted(releases.items()):
+            handle = self._workers.get(device_id)
+            if handle is not None:
+                self._send(handle, ("release", *run_ids))
+                self.release_messages += 1
 
     # ---- completions --------------------------------------------------------------------------
 

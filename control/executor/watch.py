@@ -49,6 +49,7 @@ class WatchMixin:
             checked = now
             with self._lock:
                 self._check_health(skip_silence=late)
+                self._send_releases()
 
     def _drain(self, conn, handle) -> None:  # noqa: ANN001
         """Handle every message waiting on ``conn`` (up to a bound, so that one chatty worker
@@ -150,6 +151,7 @@ class WatchMixin:
                 future.set_result(0)
         for key in [k for k, d in self._output_at.items() if d == device_id]:
             del self._output_at[key]
+        self._releases.pop(device_id, None)  # its outputs died with it
         for request_id, (holder, target) in list(self._requests.items()):
             if holder == device_id:
                 if isinstance(target, concurrent.futures.Future):

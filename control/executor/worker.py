@@ -213,8 +213,10 @@ class Worker(BatchMixin):
         error = None if held is not None else f"output {run_id}/{node_id} not held"
         self.send(("fetched", request_id, transfer.to_plain(held), error))
 
-    def on_release(self, run_id: str) -> None:
-        for key in [k for k in self.outputs if k[0] == run_id]:
+    def on_release(self, *run_ids: str) -> None:
+        """Drop the outputs of finished runs (one message may name several)."""
+        gone = set(run_ids)
+        for key in [k for k in self.outputs if k[0] in gone]:
             del self.outputs[key]
 
     def on_stop(self) -> None:

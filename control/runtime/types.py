@@ -10,7 +10,7 @@ sink receives each exactly once (the first successful completion of an idempoten
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -106,6 +106,11 @@ class RunHandle:
     @property
     def done(self) -> bool:
         return self._result.done()
+
+    def add_done_callback(self, fn: Callable[[RunResult], None]) -> None:
+        """Call ``fn(result)`` on the loop once the run ends (on a later loop turn, like any
+        future callback). Cheaper than a task awaiting ``result()``: no task to wake."""
+        self._result.add_done_callback(lambda future: fn(future.result()))
 
     async def stream(self) -> AsyncIterator[StreamDelta]:
         """Token deltas in order, from the first, until the run ends. Any number of readers."""

@@ -23,20 +23,20 @@ again. Reads of runs of this process are served from memory; others come from th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.types import Request
 from control.runtime.clock import monotonic, utcnow
-from control.runtime.types import RunHandle, RunRequest, StreamDelta, UsageRecord
+from control.runtime.types import RunHandle, RunRequest, RunResult, StreamDelta, UsageRecord
 from control.services import Services
 from control.services.errors import UnknownReference
 from control.services.inference_calls import (  # re-exported: callers import them from here
@@ -54,6 +54,7 @@ from control.services.run_records import (
     Submission,
     apply_run_records,
 )
+from control.services.run_records_sqlite import SqliteRunRecords
 from control.services.run_results import RunTrace, StepTiming, device_ms, result_body
 from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import lifecycle
@@ -82,7 +83,9 @@ class _Live:
     handle: RunHandle
     record: rec.RequestRecord
     trace: RunTrace
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the run's end is recorded (or could not be); its waiters are then woken
+    ended: bool = False
+    waiters: list[asyncio.Future] = field(default_factory=list)
     #: rows waiting to share the run's final commit (its accept, its bills), in order
     writes: list[AcceptRequest | BillStep] = field(default_factory=list)
     write_timer: asyncio.TimerHandle | None = None
@@ -117,12 +120,12 @@ class InferenceService:
         self.on_settled = on_settled
         self.recover_on_start = recover_on_start
         self.catalog = LiveCatalog.of(runtime.blueprint)
-        self.writer = GroupCommitWriter(factory, apply_run_records, writer)
+        self.writer = GroupCommitWriter(factory, apply_run_records, writer,
+                                        raw=SqliteRunRecords.for_dialect)  # fmt: skip
         self.started = False
         self.recovered: list[str] = []
         self._live: dict[str, _Live] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
-        self._tasks: set[asyncio.Task] = set()
         runtime.usage_sink = self._on_usage
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -138,8 +141,9 @@ class InferenceService:
         """Stop the runtime (unfinished runs resolve failed), settle them, flush the writer."""
         self.started = False
         await self.runtime.stop()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=10)
+        settling = [_until_ended(live, 10) for live in self._live.values() if not live.ended]
+        if settling:
+            await asyncio.gather(*settling)
         await self.writer.stop()
 
     def _recover(self, now: datetime) -> list[str]:
@@ -226,9 +230,8 @@ class InferenceService:
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
         live = _Live(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
-        task = asyncio.get_running_loop().create_task(self._settle(record.id, live))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # callbacks, not a task per run: each hand-over costs one loop turn, no task wake-up
+        live.handle.add_done_callback(partial(self._on_result, record.id, live))
         return live
 
     async def _record(self, call: RunCall) -> Submission:
@@ -338,39 +341,80 @@ class InferenceService:
             live = self._live.get(request_id)
             left = deadline - loop.time()
             if live is not None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(live.done.wait(), left)
+                await _until_ended(live, left)
             else:
                 await asyncio.sleep(min(POLL_S, max(0.0, left)))
             record = await self.get(request_id)
         return record
 
-    async def _settle(self, request_id: str, live: _Live) -> None:
-        """Record the run's end after its bills, publish it, wake its waiters. Never raises."""
-        result = await live.handle.result()
-        refs = self.catalog.output_refs(live.record.workflow_name, live.record.workflow_version)
+    def _on_result(self, request_id: str, live: _Live, result: RunResult) -> None:
+        """The run ended (loop thread): queue its end after its bills (accept, bills and end
+        share a commit when they still linger); ``_on_recorded`` follows the commit."""
         try:
-            self._queue_writes(live)  # ahead of the end: accept, bills and end share a commit
+            refs = self.catalog.output_refs(live.record.workflow_name,
+                                            live.record.workflow_version)  # fmt: skip
+            self._queue_writes(live)
             status, body, error = result_body(result, live.trace, refs)
             started = _started_at(live.trace) if status != "rejected" else None
             finish = FinishRequest(request_id, status, utcnow(), body, error, started)
-            await self.writer.write(finish)
-            final = replace(live.record, status=status, result=body, error=error,
-                            finished_at=finish.finished_at, started_at=started)  # fmt: skip
+            committed = self.writer.submit(finish)
+        except Exception:  # a settle that fails must not kill the loop; the row stays open
+            log.exception("could not record the end of request %s", request_id)
+            self._close(request_id, live)
+            return
+        committed.add_done_callback(partial(self._on_recorded, request_id, live, finish))
+
+    def _on_recorded(
+        self, request_id: str, live: _Live, finish: FinishRequest, committed: asyncio.Future
+    ) -> None:
+        """The run's end is committed (or failed to be): publish it, wake its waiters."""
+        try:
+            if committed.cancelled() or committed.exception() is not None:
+                raise RuntimeError(f"end not written: {committed}")
+            final = replace(live.record, status=finish.status, result=finish.result,
+                            error=finish.error, finished_at=finish.finished_at,
+                            started_at=finish.started_at)  # fmt: skip
             self._remember(final)
             if self.on_settled is not None:
                 self.on_settled(request_id, final, tuple(s.usage for s in live.trace.steps))
-        except Exception:  # a settle that fails must not kill the loop; the row stays open
+        except Exception:  # the row stays open; the waiters still hear of the run
             log.exception("could not record the end of request %s", request_id)
         finally:
-            self._queue_writes(live)  # nothing is lost when recording the end failed
-            self._live.pop(request_id, None)
-            live.done.set()
+            self._close(request_id, live)
+
+    def _close(self, request_id: str, live: _Live) -> None:
+        self._queue_writes(live)  # nothing is lost when recording the end failed
+        self._live.pop(request_id, None)
+        live.ended = True
+        for waiter in live.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _remember(self, record: rec.RequestRecord) -> None:
         self._recent[record.id] = record
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)
+
+
+async def _until_ended(live: _Live, timeout_s: float) -> None:
+    """Wait until ``live`` ended, at most ``timeout_s`` (one loop turn after it ends: its
+    waiter is woken directly, no task or event in between)."""
+    if live.ended:
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    live.waiters.append(waiter)
+    timer = loop.call_later(timeout_s, _wake, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        live.waiters.remove(waiter)
+
+
+def _wake(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _started_at(trace: RunTrace) -> datetime | None:

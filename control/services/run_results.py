@@ -51,11 +51,17 @@ def usage_totals(usage: tuple[UsageRecord, ...] | list[UsageRecord]) -> dict[str
     }
 
 
+#: Types that are JSON values as they are (``bool`` included: ``type(True)`` is ``bool``).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """Outputs as JSON values (tensors and arrays arrive as lists from the runtime)."""
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if all(type(v) in _PLAIN for v in value):  # a vector: one scan, no call per element
+            return list(value)
         return [jsonable(v) for v in value]
     if hasattr(value, "tolist"):
         return value.tolist()

@@ -110,6 +110,34 @@ def test_return_output_comes_back_with_the_result_and_needs_no_fetch(ex):
         ex.fetch_output("run-r", "embed").result(timeout=10)
 
 
+def test_released_runs_reach_their_worker_in_one_message(ex):
+    """release_run forgets a run's outputs at once here; the worker is told by the pump a
+    moment later, several runs in one message, and then no longer holds them."""
+    load(ex, "embed-rel", BERT, "cpu:0")
+    runs = ["rel-a", "rel-b", "rel-c"]
+    items = tuple(one(f"{r}-e", "embed", {"text": f"text of {r}"}, run=r) for r in runs)
+    ex.submit(Batch("b-rel", "embed-rel", items))
+    wait_for(ex, all_done([f"{r}-e" for r in runs]))
+    sent = ex.release_messages
+    for run in runs[:2]:
+        ex.release_run(run)
+        with pytest.raises(KeyError):  # forgotten here at once
+            ex.fetch_output(run, "embed").result(timeout=10)
+    deadline = clock.monotonic() + 10
+    while ex.release_messages == sent and clock.monotonic() < deadline:
+        ex._stopping.wait(0.01)
+    assert ex.release_messages == sent + 1  # both runs in one message
+    # the worker dropped them: a step reading a released output finds it lost; a kept one reads
+    use = [one(f"use-{r}", "search", {"query_vector": InputRef(r, "embed", "vector")}, run=r,
+               top_k=1) for r in runs]  # fmt: skip
+    opts = {"documents": ["a b c"], "embed_model": BERT}
+    load(ex, "search-rel", ModelRef("vs", "vector_search", "tool", options=opts), "cpu:0")
+    ex.submit(Batch("b-use", "search-rel", tuple(use)))
+    done = completions(wait_for(ex, all_done([f"use-{r}" for r in runs])))
+    assert [done[f"use-{r}"].ok for r in runs] == [False, False, True]
+    assert "input lost" in (done["use-rel-a"].error or "")
+
+
 def test_generate_streams_and_duplicate_key_is_not_run_twice(ex):
     load(ex, "gen-a", GPT2, "cpu:0")
     item = one(

@@ -111,11 +111,13 @@ async def embeddings(
     if not texts or len(texts) > MAX_EMBED_INPUTS:
         raise ApiError(422, "invalid_value", f"input: 1 to {MAX_EMBED_INPUTS} texts", field="input")
     digest = body_hash("/v1/embeddings", body.model_dump())
-    records = await asyncio.gather(*(
+    runs = [
         _one(gw, who, model, {"text": t}, f"{digest[:56]}{i:08d}",
              None if key is None else f"{key}#{i}")
         for i, t in enumerate(texts)
-    ))  # fmt: skip
+    ]  # fmt: skip
+    # one text (the common call) is awaited directly: gather would add a task and a loop turn
+    records = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
     response.headers[RUN_HEADER] = ",".join(r.id for r in records)
     data = [s.Embedding(index=i, embedding=_outputs(r).get("embedding") or [])
             for i, r in enumerate(records)]  # fmt: skip

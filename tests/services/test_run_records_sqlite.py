@@ -1,0 +1,162 @@
+"""The SQLite fast path of the run-record writer: the same stored bytes as the session path,
+the session path's outcomes and errors whenever a batch is unusual, and durable commits."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from control.services.errors import IdempotencyConflict
+from control.services.run_records import (
+    AcceptRequest,
+    BillStep,
+    FinishRequest,
+    Submission,
+    apply_run_records,
+)
+from control.services.run_records_sqlite import SqliteRunRecords
+from control.services.writer import GroupCommitWriter
+from db.session import make_engine, make_session_factory, session_scope
+from tests.services.builders import T0, build_world
+
+
+@pytest.fixture
+def sqlite_world(tmp_path, _sqlite_template):
+    """(url of a migrated SQLite file with a world, the world)."""
+
+    def make(name: str):
+        path = tmp_path / name
+        shutil.copyfile(_sqlite_template, path)
+        url = f"sqlite:///{path}"
+        return url, build_world(make_session_factory(make_engine(url)))
+
+    return make
+
+
+def _ops(tenant: int, ids: list[str]) -> list[list]:
+    """Batches covering every shape: an unkeyed run in one commit (accept, bills, end folded
+    into the insert), a keyed accept ended later, a repeated bill, ends with and without
+    result, started and first-token times, an error text and a non-ASCII output."""
+    a, b, c = ids
+    t1, t2 = T0 + timedelta(milliseconds=1500), T0 + timedelta(seconds=3, microseconds=7)
+
+    def accept(rid, key=None):
+        return AcceptRequest.new(request_id=rid, tenant_id=tenant, workflow_name="model.m",
+                                 workflow_version="1", body_hash="h" * 64,
+                                 priority_class="standard", received_at=T0,
+                                 idempotency_key=key)  # fmt: skip
+
+    def bill(rid, node="embed", attempt="1", tokens=5):
+        return BillStep(request_id=rid, node_id=node, attempt=attempt, input_tokens=tokens,
+                        output_tokens=2, device_ms=3, cost_units=tokens + 2, recorded_at=t1)  # fmt: skip
+
+    return [
+        [
+            accept(a),
+            bill(a),
+            bill(a, tokens=9),
+            FinishRequest(a, "succeeded", t2, {"outputs": {"embedding": [0.5, -1.25]}}, None, t1),
+        ],
+        [accept(b, "key-b"), accept(c)],
+        [
+            bill(b),
+            bill(b, "llm", "2"),
+            bill(c),
+            FinishRequest(b, "failed", t2, {"usage": {"é": 1}}, "boom ✗", t1, t2),
+            FinishRequest(c, "cancelled", t2),
+        ],
+        [FinishRequest(b, "succeeded", t2, {"late": True})],  # the first end stays
+    ]
+
+
+def _dump(url: str) -> dict[str, list[tuple]]:
+    """Every stored cell of the two tables, as sqlite holds it (ledger ids aside)."""
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        requests = conn.execute("SELECT * FROM requests ORDER BY id").fetchall()
+        usage = conn.execute("SELECT request_id, node_id, attempt, model_id, device_id, "
+                             "input_tokens, output_tokens, device_ms, cost_units, recorded_at "
+                             "FROM usage_entries ORDER BY request_id, node_id, attempt").fetchall()  # fmt: skip
+    finally:
+        conn.close()
+    return {"requests": requests, "usage": usage}
+
+
+async def test_raw_path_stores_the_bytes_of_the_session_path(sqlite_world) -> None:
+    (slow_url, world), (fast_url, _) = sqlite_world("slow.db"), sqlite_world("fast.db")
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    slow_outcomes, fast_outcomes = [], []
+    slow = make_session_factory(make_engine(slow_url))
+    for batch in _ops(world.tenant, ids):
+        with session_scope(slow) as session:
+            slow_outcomes.append(apply_run_records(session, batch))
+    writer = GroupCommitWriter(make_session_factory(make_engine(fast_url)), apply_run_records,
+                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    for batch in _ops(world.tenant, ids):
+        fast_outcomes.append([await writer.write(op) for op in batch])
+    await writer.stop()
+    assert writer.raw_fallbacks == 0  # every batch took the raw path
+    assert fast_outcomes == slow_outcomes
+    assert fast_outcomes[0][1:3] == [True, False]  # the repeated bill is not billed
+    stored = _dump(fast_url)
+    assert stored == _dump(slow_url)
+    assert len(stored["requests"]) == 3 and len(stored["usage"]) == 4
+
+
+async def test_unusual_batches_get_the_session_paths_outcomes(sqlite_world) -> None:
+    url, world = sqlite_world("w.db")
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
+                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+
+    def accept(key, body="h1", tenant=world.tenant):
+        return AcceptRequest.new(request_id=str(uuid.uuid4()), tenant_id=tenant,
+                                 workflow_name="rag", workflow_version="1", body_hash=body,
+                                 priority_class="standard", received_at=T0,
+                                 idempotency_key=key)  # fmt: skip
+
+    first = accept("k1")
+    assert await writer.write(first) == Submission(first.record, existing=False)
+    assert writer.raw_fallbacks == 0
+    again = await writer.write(accept("k1"))
+    with pytest.raises(IdempotencyConflict) as conflict:
+        await writer.write(accept("k1", "h2"))
+    orphan = writer.submit(accept("k9", tenant=world.tenant + 999))  # no such tenant
+    fine = writer.submit(accept("k2"))
+    with pytest.raises(IntegrityError):  # the session path's error type, for its caller only
+        await orphan
+    assert (await fine).existing is False
+    await writer.stop()
+    assert again.existing and again.request.id == first.record.id
+    assert conflict.value.request_id == first.record.id
+    assert writer.raw_fallbacks >= 3
+
+
+async def test_raw_commits_are_durable_and_the_connection_is_returned(sqlite_world) -> None:
+    url, world = sqlite_world("d.db")
+    engine = make_engine(url)
+    writer = GroupCommitWriter(make_session_factory(engine), apply_run_records,
+                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    rid = str(uuid.uuid4())
+    op = AcceptRequest.new(request_id=rid, tenant_id=world.tenant, workflow_name="rag",
+                           workflow_version="1", body_hash="h", priority_class="standard",
+                           received_at=T0)  # fmt: skip
+    await writer.write(op)
+    assert engine.pool.checkedout() == 1  # the database thread keeps one connection
+    await writer.stop()
+    assert engine.pool.checkedout() == 0
+    assert [r[0] for r in _dump(url)["requests"]] == [rid]  # a fresh connection sees it
+
+
+def test_other_backends_get_no_raw_path() -> None:
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    assert SqliteRunRecords.for_dialect(postgresql.dialect()) is None
+    assert isinstance(SqliteRunRecords.for_dialect(sqlite.dialect()), SqliteRunRecords)
