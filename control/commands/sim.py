@@ -130,11 +130,23 @@ def validate(
     model_source: Annotated[
         str, typer.Option(hidden=True, help="minilm, or tiny (a random tiny BERT, for tests)")
     ] = "minilm",
+    rounds: Annotated[
+        int,
+        typer.Option(min=1, max=20, help="Replays of the slice per run, each between profiles."),
+    ] = 5,
+    raise_priority: Annotated[
+        bool,
+        typer.Option(
+            "--raise-priority/--no-raise-priority",
+            help="Run the live side at nice -10 (needs root; restored afterwards) so other "
+            "work on the machine disturbs the measurement less.",
+        ),
+    ] = True,
     quick: Annotated[bool, typer.Option(hidden=True, help="a small profile grid (tests)")] = False,
 ) -> None:
     """Fidelity: the same trace slice through the live stack (real executor, MiniLM on one CPU
     worker slot) and through the twin with tables measured in that worker; prints p50/p99
-    error and the SLO attainment error. About a minute per run."""
+    error and the SLO attainment error. About a minute and a half per run."""
     from control.services.fidelity import (
         TRACE,
         FidelityConfig,
@@ -143,9 +155,11 @@ def validate(
     )
 
     small = {"profile_batch_sizes": (1, 2), "profile_tokens": (8, 32), "profile_repeats": 1,
-             "calibration_requests": 1} if quick else {}  # fmt: skip
+             "calibration_requests": 1, "twin_draws": 2} if quick else {}  # fmt: skip
     cfg = FidelityConfig(rate_factor=rate_factor, target_utilization=load, max_requests=requests,
-                         slo_s=slo_s, model_source=model_source, **small)  # fmt: skip
+                         slo_s=slo_s, model_source=model_source,
+                         slice_repeats=1 if quick else rounds,
+                         nice=-10 if raise_priority else None, **small)  # fmt: skip
     result = validate_repeated(cfg, repeats)
     if store:
         stored = config_dict(cfg) | {"repeats": repeats}

@@ -91,12 +91,15 @@ def test_short_validation_against_the_live_stack():
     """Real MiniLM on one CPU worker slot; the figures on a shared 2-core machine are noisy,
     so this asserts the check runs end to end and its figures are sane, not the 10% goal."""
     cfg = FidelityConfig(
-        max_requests=30, calibration_requests=4, profile_repeats=2,
-        profile_batch_sizes=(1, 2, 4), profile_tokens=(8, 64, 128),
+        max_requests=30, calibration_requests=4, profile_repeats=1, slice_repeats=2,
+        twin_draws=3, profile_batch_sizes=(1, 2, 4), profile_tokens=(8, 64, 128),
     )  # fmt: skip
     out = validate_fidelity(cfg)
-    assert out["requests"] == 30
-    assert out["live"]["succeeded"] == 30 and out["twin"]["succeeded"] == 30
+    assert out["requests"] == 60 and out["rounds"] == 2  # the slice twice, ids per round
+    assert out["live"]["succeeded"] == 60 and out["twin"]["succeeded"] == 60
+    assert out["twin_draws"] in (1, 3)  # one replay when the blocks measured no scatter
+    if out["worker_cpu_ms"]:  # where /proc keeps schedstat: the worker's time per phase
+        assert set(out["worker_cpu_ms"]) == {"profile0", "slice1", "profile1", "slice2", "profile2"}
     assert out["overhead_us"] > 0 and out["profile_rows"] == 9
     for key in ("p50_error", "p99_error"):
         assert math.isfinite(out[key]) and 0 <= out[key] < 3

@@ -8,7 +8,7 @@ Modules: ``config`` (settings), ``world`` (the scenario, slice and payloads both
 from control.services.fidelity.compare import Side, compare_sides, summarize
 from control.services.fidelity.config import MODEL_KEY, TRACE, FidelityConfig
 from control.services.fidelity.live import Overheads, RequestSeen, run_live
-from control.services.fidelity.twin import run_twin, run_twin_detailed
+from control.services.fidelity.twin import run_twin, run_twin_detailed, run_twin_pooled
 from control.services.fidelity.validate import config_dict, validate_fidelity, validate_repeated
 from control.services.fidelity.world import (
     fidelity_scenario,
@@ -33,6 +33,7 @@ __all__ = [
     "run_live",
     "run_twin",
     "run_twin_detailed",
+    "run_twin_pooled",
     "slice_arrivals",
     "summarize",
     "text_of",

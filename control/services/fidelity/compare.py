@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from control.services.fidelity.live import RequestSeen
+from control.services.fidelity.records import RequestSeen
 from sim.stats import percentile
 
 #: The goal of issue 7: p50 and p99 error at most 10%, SLO attainment within 2 points.
@@ -32,6 +32,12 @@ def summarize(e2e: Mapping[str, float], total: int, slo_s: float) -> Side:
     met = sum(v <= slo_s for v in values)
     return Side(percentile(values, 50) or 0.0, percentile(values, 99) or 0.0, met / total,
                 len(values))  # fmt: skip
+
+
+def pooled(runs: Sequence[Mapping[str, RequestSeen]]) -> dict[str, RequestSeen]:
+    """Several replays of one slice as one sample (keys ``<request id>#<replay>``), for
+    :func:`summarize` with ``total`` times the replays and for :func:`breakdown`."""
+    return {f"{rid}#{k}": s for k, run in enumerate(runs) for rid, s in run.items()}
 
 
 def breakdown(seen: Mapping[str, RequestSeen]) -> dict[str, float]:

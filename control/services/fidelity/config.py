@@ -51,13 +51,38 @@ class FidelityConfig:
             "worker is busy half the time, as when it serves the slice at load 0.5)"
         },
     )
-    profile_repeats: int = field(default=3, metadata={"help": "timed batches per profile point"})
+    profile_repeats: int = field(
+        default=1, metadata={"help": "timed sweeps of the grid per profile block"}
+    )
+    slice_repeats: int = field(
+        default=5,
+        metadata={
+            "help": "rounds: the slice is replayed this many times, each followed by a profile "
+            "block; each round's twin table is the mean of the blocks around it, and the "
+            "figures pool every round (the machine's speed moves over seconds)"
+        },
+    )
+    twin_draws: int = field(
+        default=8,
+        metadata={
+            "help": "twin replays per round, differing only in the seed of the device-time "
+            "scatter; the twin's figures pool them (its distribution, not one sample of it)"
+        },
+    )
     calibration_requests: int = field(
         default=6, metadata={"help": "warm-up requests before anything is measured"}
     )
     model_source: str = field(default="minilm", metadata={"help": "minilm, or tiny (tests)"})
     cache_dir: str = field(default="var/models", metadata={"help": "model cache folder"})
     worker_core: int = field(default=0, metadata={"help": "CPU core of the worker slot"})
+    nice: int | None = field(
+        default=-10,
+        metadata={
+            "help": "scheduling priority of the check's own threads (worker and driver) while "
+            "the live side runs, so that neighbours on a shared machine do not slow it in "
+            "stretches no profile sees (see fidelity.priority); None: leave priorities alone"
+        },
+    )
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -78,5 +103,8 @@ class FidelityConfig:
             raise ValueError(f"FidelityConfig.max_slice_s={self.max_slice_s}: must be > 0")
         if self.profile_idle_ratio < 0:
             raise ValueError(f"FidelityConfig.profile_idle_ratio={self.profile_idle_ratio}: >= 0")
-        if self.profile_repeats < 1:
-            raise ValueError(f"FidelityConfig.profile_repeats={self.profile_repeats}: >= 1")
+        if self.nice is not None and not -20 <= self.nice <= 19:
+            raise ValueError(f"FidelityConfig.nice={self.nice}: must be in -20..19")
+        for name in ("profile_repeats", "slice_repeats", "twin_draws"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FidelityConfig.{name}={getattr(self, name)}: must be >= 1")

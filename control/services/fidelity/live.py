@@ -2,104 +2,77 @@
 
 One session (``run_live``) starts a ``LiveRuntime`` over the real multi-process executor (one
 CPU worker slot pinned to ``worker_core``; this process, which runs the driver, pinned to the
-other cores) and, in order:
+other cores; both raised in priority where allowed, see :mod:`.priority`) and, in order:
 
 1. warms the path up (model, tokenizer, IPC) with a few requests that are not measured;
-2. **profiles in the serving worker**: for each (batch size, tokens) point it submits that many
-   requests of that length at one instant, so the core forms exactly that batch, and keeps the
-   worker's own device time of the batch (median over ``profile_repeats`` sweeps of the grid;
-   each batch is followed by an idle pause, ``profile_idle_ratio`` times its length, so the
-   worker runs at the duty cycle it serves the slice at: on a core shared with other processes
-   a worker that keeps sleeping and waking computes slower than one kept busy, by 10-30% here,
-   and the slice's batches then ran slower than the table). The same requests measure the
-   runtime's overheads: per batch, the driver's dispatch-to-completion time minus
-   the device time (IPC and hops, on the replica's busy path), and per run, the end-to-end time
-   minus the batch's dispatch-to-completion time minus the batching delay the core applied
-   (submit hop and result delivery, off the busy path). A worker's device time differs from
-   a profile taken in another process (on this shared machine by 20-60%), which is why the
-   table comes from the worker that serves;
-3. replays the slice open-loop at its (time-scaled) trace arrivals; each request's end-to-end
-   latency, batch size and its batch's device time are kept, and when it was really submitted
-   (a loaded event loop wakes a sender late: the twin replays the arrivals as sent);
-4. profiles again, so the twin can use the mean of two tables that bracket the slice.
+2. **profiles in the serving worker** (:mod:`.session`): a block of ``profile_repeats`` sweeps
+   of the (batch size, tokens) grid gives a table and the runtime's overheads. A worker's
+   device time differs from a profile taken in another process (on this shared machine by
+   20-60%), which is why the table comes from the worker that serves;
+3. replays the slice open-loop at its (time-scaled) trace arrivals, ``slice_repeats`` times
+   (rounds), each round followed by another profile block. Each request's end-to-end latency,
+   batch size and its batch's device time are kept, and when it was really submitted (a
+   loaded event loop wakes a sender late: the twin replays the arrivals as sent).
+
+Each round's twin table is the mean of the two blocks that bracket it. The machine's speed
+moves by 10-20% over seconds even with the worker's core to itself (the other core's load
+shares caches, memory and the host's core), so a table measured next to each round describes
+that round better than one table for the whole session, and figures pooled over several rounds
+weigh a few unlucky seconds less than one round does.
 
 The profile's repeats also measure how much device times scatter around each point's median
 (``sigma_milli``): the twin scatters its batches the same way (``SimExecutorConfig``), since
 queueing delay grows with the variance of service times, not only with their median.
 
-Nothing here is fitted to the slice: the twin gets the tables and overheads of steps 2 and 4.
+Nothing here is fitted to the slice: the twin gets the tables and overheads of the blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import os
-import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from prometheus_client import CollectorRegistry
-
-from control.core.latency import LatencyModel, LatencyRow, TableLatencyModel
-from control.core.types import Request
+from control.core.latency import LatencyModel, TableLatencyModel
 from control.runtime import clock
-from control.runtime.metrics import RuntimeMetrics
 from control.services.fidelity.config import DEVICE_ID, MODEL_KEY, FidelityConfig
+from control.services.fidelity.priority import Priority, schedstat
+from control.services.fidelity.records import (
+    BatchSeen,
+    LiveOutcome,
+    Overheads,
+    RequestSeen,
+    Round,
+)
+from control.services.fidelity.session import BatchLog, _Session
 from control.services.fidelity.world import (
     device_info,
     fidelity_scenario,
+    merge_profiles,
     model_ref,
     pinned,
     rate_for_load,
     slice_arrivals,
-    text_of,
 )
 from sim.driver import Arrival
 from sim.scenario import LatencyTables, Scenario
 
-
-@dataclass(frozen=True)
-class BatchSeen:
-    size: int
-    device_ms: float  # the worker's measured compute time
-    wall_ms: float  # the driver's dispatch to completion
-
-
-@dataclass(frozen=True)
-class RequestSeen:
-    """One request as either side saw it."""
-
-    e2e_s: float
-    batch_size: int
-    device_ms: float  # device time of the batch it ran in
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """The runtime's own time, measured on the profile requests (medians, microseconds)."""
-
-    busy_us: int  # per batch, on the replica's busy path
-    run_us: int  # per run, off the busy path
-
-
-class BatchLog(RuntimeMetrics):
-    """Runtime metrics that also keep every finished batch, in completion order."""
-
-    def __init__(self) -> None:
-        super().__init__(CollectorRegistry())
-        self.batches: list[BatchSeen] = []
-
-    def batch_done(
-        self, model: str, device: str, size: int, device_ms: float, wall_s: float
-    ) -> None:
-        super().batch_done(model, device, size, device_ms, wall_s)
-        self.batches.append(BatchSeen(size, device_ms, wall_s * 1000.0))
+__all__ = [
+    "BatchLog",
+    "BatchSeen",
+    "LiveOutcome",
+    "Overheads",
+    "RequestSeen",
+    "Round",
+    "SwappableLatency",
+    "_Session",
+    "run_live",
+]
 
 
 class SwappableLatency:
     """The live core's latency model: a provisional table until the in-worker profile exists,
-    then that table. Swapped only while nothing runs, so no decision sees two tables."""
+    then the latest block's table. Swapped only while nothing runs, so no decision sees two."""
 
     def __init__(self, inner: LatencyModel) -> None:
         self.inner = inner
@@ -112,112 +85,6 @@ class SwappableLatency:
 
     def load_us(self, model_key: str, device_type: str) -> int | None:
         return self.inner.load_us(model_key, device_type)
-
-
-@dataclass(frozen=True)
-class LiveOutcome:
-    before: tuple[LatencyRow, ...]  # in-worker table measured before the slice
-    after: tuple[LatencyRow, ...]  # and after it
-    overheads: Overheads
-    sigma_milli: int  # scatter of the worker's device times around the table (see SimExecutor)
-    rate_factor: float
-    requests: list[Arrival]  # the slice as submitted (offsets from the slice's start)
-    seen: dict[str, RequestSeen]  # succeeded requests of the slice
-
-
-class _Session:
-    """The requests of one live session: warm-up, profile bursts and the slice; keeps the
-    overhead and scatter samples the profile measured."""
-
-    def __init__(self, rt, log: BatchLog, cfg: FidelityConfig, template: Request) -> None:  # noqa: ANN001
-        self.rt, self.log, self.cfg, self.template = rt, log, cfg, template
-        self.busy: list[float] = []
-        self.run: list[float] = []
-        self.scatter: list[float] = []  # log(sample / its point's median), every profile batch
-        self.submitted: dict[str, float] = {}  # request id -> monotonic time it was submitted
-
-    async def one(self, request: Request, at: float | None = None):  # noqa: ANN201
-        """Submit at monotonic time ``at`` (now if None): (id, RequestSeen or None)."""
-        from control.runtime.types import RunRequest
-
-        if at is not None:
-            await asyncio.sleep(max(0.0, at - clock.monotonic()))
-        start = self.submitted[request.request_id] = clock.monotonic()
-        handle = self.rt.submit_run(RunRequest(request, {"text": text_of(request.prompt_tokens)}))
-        result = await handle.result()
-        e2e = clock.monotonic() - start
-        if not result.ok or not result.usage:
-            return request.request_id, None
-        u = result.usage[0]
-        return request.request_id, RequestSeen(e2e, u.batch_size, u.device_us * u.batch_size / 1e3)
-
-    async def burst(self, size: int, tokens: int, tag: str) -> tuple[list, list[BatchSeen]]:
-        """``size`` requests of ``tokens`` at one instant; their results and the batches."""
-        first = len(self.log.batches)
-        reqs = [replace(self.template, request_id=f"{tag}-{i}", prompt_tokens=tokens)
-                for i in range(size)]  # fmt: skip
-        done = await asyncio.gather(*(self.one(r) for r in reqs))
-        return [s for _, s in done], self.log.batches[first:]
-
-    async def warm(self) -> None:
-        for i in range(self.cfg.calibration_requests):
-            tokens = self.cfg.profile_tokens[i % len(self.cfg.profile_tokens)]
-            await self.burst(1, tokens, f"warm-{i}")
-
-    async def profile(self, phase: str, warm_sweep: bool = True) -> tuple[LatencyRow, ...]:
-        """The in-worker table (see the module docstring); records overhead samples.
-
-        Each repeat sweeps the whole grid once (after one untimed sweep that warms every
-        shape, unless ``warm_sweep`` is False because an earlier profile did), so load that other processes put on the machine over time spreads evenly over
-        the points instead of skewing the ones measured last. Every batch a burst produced is a
-        sample of its own (size, tokens) point; the row is the median of a point's samples."""
-        cfg = self.cfg
-        samples: dict[tuple[int, int], list[float]] = {}
-        first = 0 if warm_sweep else 1
-        for rep in range(first, cfg.profile_repeats + 1):
-            for tokens in cfg.profile_tokens:
-                for size in cfg.profile_batch_sizes:
-                    seen, batches = await self.burst(size, tokens, f"{phase}-{tokens}-{size}-{rep}")
-                    await self._idle(batches)
-                    if rep == 0:
-                        continue
-                    for b in batches:
-                        samples.setdefault((b.size, tokens), []).append(b.device_ms)
-                    if len(batches) == 1 and batches[0].size == size:
-                        self._overheads(batches[0], seen, size)
-        rows = []
-        for (size, tokens), ms in sorted(samples.items()):
-            middle = statistics.median(ms)
-            self.scatter.extend(math.log(x / middle) for x in ms if x > 0 and middle > 0)
-            rows.append(LatencyRow(MODEL_KEY, "cpu", size, tokens, round(middle * 1000)))
-        return tuple(rows)
-
-    async def _idle(self, batches: Sequence[BatchSeen]) -> None:
-        """Leave the worker idle for ``profile_idle_ratio`` times the batch's time: it then
-        runs at the duty cycle it serves the slice at (it sleeps between batches there too, and
-        a core shared with other processes does not give a waking worker the speed of a busy
-        one)."""
-        busy_s = sum(b.wall_ms for b in batches) / 1000
-        if self.cfg.profile_idle_ratio > 0 and busy_s > 0:
-            await asyncio.sleep(busy_s * self.cfg.profile_idle_ratio)
-
-    def _overheads(self, b: BatchSeen, seen: Sequence[RequestSeen | None], size: int) -> None:
-        # a batch short of the max size waits out the batching delay from its first arrival
-        delay_ms = self.cfg.max_queue_delay_s * 1000 if size < self.cfg.max_batch_size else 0.0
-        self.busy.append(b.wall_ms - b.device_ms)
-        self.run.extend(s.e2e_s * 1000 - b.wall_ms - delay_ms for s in seen if s is not None)
-
-    def sigma_milli(self) -> int:
-        """Spread of device times around the table: RMS of log(sample / median), x1000."""
-        if not self.scatter:
-            return 0
-        return round(1000 * math.sqrt(sum(x * x for x in self.scatter) / len(self.scatter)))
-
-    def overheads(self) -> Overheads:
-        def med(xs: list[float]) -> int:
-            return max(0, round(statistics.median(xs) * 1000)) if xs else 0
-
-        return Overheads(med(self.busy), med(self.run))
 
 
 def _runtime(cfg: FidelityConfig, scenario: Scenario, latency: LatencyModel, log: BatchLog):  # noqa: ANN202
@@ -234,29 +101,64 @@ def _runtime(cfg: FidelityConfig, scenario: Scenario, latency: LatencyModel, log
     )  # fmt: skip
 
 
-async def _live(cfg: FidelityConfig) -> LiveOutcome:
-    base = fidelity_scenario(cfg, ())
-    latency, log = SwappableLatency(TableLatencyModel()), BatchLog()
-    rt = _runtime(cfg, base, latency, log)
-    await rt.start()
-    try:
-        session = _Session(rt, log, cfg, slice_arrivals(base, cfg)[0].request)
-        await session.warm()
-        before = await session.profile("before")
-        latency.inner = LatencyTables(before).model()
-        rate = cfg.rate_factor or rate_for_load(cfg, before)
-        reqs = slice_arrivals(fidelity_scenario(cfg, before, rate), cfg)
-        t0 = clock.monotonic() + 0.2
-        done = await asyncio.gather(*(session.one(a.request, t0 + a.at) for a in reqs))
-        after = await session.profile("after", warm_sweep=False)
-    finally:
-        await rt.stop()
-    seen = {rid: s for rid, s in done if s is not None}
+async def _round(session: _Session, slice_: list[Arrival], k: int) -> tuple[list, dict]:
+    """Replay the slice once (request ids ``<id>~k``): (arrivals as submitted, seen)."""
+    reqs = [Arrival(a.at, replace(a.request, request_id=f"{a.request.request_id}~{k}"))
+            for a in slice_]  # fmt: skip
+    t0 = clock.monotonic() + 0.2
+    done = await asyncio.gather(*(session.one(a.request, t0 + a.at) for a in reqs))
     # the twin replays the arrivals as submitted: a loaded event loop wakes a sender late, and
     # the live core batched what really arrived together
     sent = sorted((Arrival(session.submitted[a.request.request_id] - t0, a.request) for a in reqs),
                   key=lambda a: a.at)  # fmt: skip
-    return LiveOutcome(before, after, session.overheads(), session.sigma_milli(), rate, sent, seen)
+    return sent, {rid: s for rid, s in done if s is not None}
+
+
+async def _live(cfg: FidelityConfig) -> LiveOutcome:
+    base = fidelity_scenario(cfg, ())
+    latency, log = SwappableLatency(TableLatencyModel()), BatchLog()
+    # the driver's threads first: the executor's threads and the worker it starts inherit it
+    prio = Priority(cfg.nice) if cfg.nice is not None else None
+    raised = prio is not None and prio.raise_(os.getpid())
+    rt = _runtime(cfg, base, latency, log)
+    try:
+        await rt.start()
+        worker = rt.executor.worker_pid(DEVICE_ID)
+        if raised and worker is not None:
+            prio.raise_(worker)  # type: ignore[union-attr]  # inherited; this is a safeguard
+        marks = {"start": schedstat(worker) if worker else None}
+        session = _Session(rt, log, cfg, slice_arrivals(base, cfg)[0].request)
+        await session.warm()
+        profiles = [await session.profile("p0")]
+        marks["profile0"] = schedstat(worker) if worker else None
+        latency.inner = LatencyTables(profiles[0]).model()
+        rate = cfg.rate_factor or rate_for_load(cfg, profiles[0])
+        slice_ = slice_arrivals(fidelity_scenario(cfg, profiles[0], rate), cfg)
+        played = []
+        for k in range(cfg.slice_repeats):
+            played.append(await _round(session, slice_, k))
+            marks[f"slice{k + 1}"] = schedstat(worker) if worker else None
+            profiles.append(await session.profile(f"p{k + 1}", warm_sweep=False))
+            marks[f"profile{k + 1}"] = schedstat(worker) if worker else None
+            latency.inner = LatencyTables(profiles[-1]).model()  # the worker is idle now
+    finally:
+        await rt.stop()
+        if prio is not None:
+            prio.restore()
+    rounds = tuple(Round(merge_profiles(profiles[k], profiles[k + 1]), sent, seen)
+                   for k, (sent, seen) in enumerate(played))  # fmt: skip
+    return LiveOutcome(tuple(profiles), rounds, session.overheads(), session.sigma_milli(), rate,
+                       cfg.nice if raised else None, _phases(marks))  # fmt: skip
+
+
+def _phases(marks: dict[str, tuple[float, float] | None]) -> dict[str, list[float]]:
+    """Per phase, the worker's [run, wait] ms between consecutive marks (where both exist)."""
+    out, names = {}, list(marks)
+    for a, b in zip(names, names[1:], strict=False):
+        x, y = marks[a], marks[b]
+        if x is not None and y is not None:
+            out[b] = [round(y[0] - x[0], 1), round(y[1] - x[1], 1)]
+    return out
 
 
 def run_live(cfg: FidelityConfig) -> LiveOutcome:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from control.core.actions import Dispatch
 from control.core.assembly import build_core
 from control.core.events import ReplicaLoaded
-from control.services.fidelity.live import Overheads, RequestSeen
+from control.services.fidelity.records import Overheads, RequestSeen
 from sim.driver import Arrival, TwinDriver
 from sim.executor import Completion, SimExecutor
 from sim.metrics import Recorder
@@ -27,12 +27,14 @@ from sim.scenario import Scenario
 
 
 def run_twin_detailed(
-    scenario: Scenario, reqs: list[Arrival], overheads: Overheads
+    scenario: Scenario, reqs: list[Arrival], overheads: Overheads, seed: int | None = None
 ) -> dict[str, RequestSeen]:
-    """Request id -> what the twin predicts for it (succeeded requests only)."""
+    """Request id -> what the twin predicts for it (succeeded requests only), the scatter of
+    device times drawn with ``seed`` (default: the scenario's first)."""
     busy = overheads.busy_us
     sc = replace(scenario, executor=replace(scenario.executor, dispatch_overhead_us=busy))
-    run = run_seed(sc, scenario.seeds[0], samples=0, requests=reqs, keep_log=True)
+    seed = scenario.seeds[0] if seed is None else seed
+    run = run_seed(sc, seed, samples=0, requests=reqs, keep_log=True)
     batch_of: dict[str, tuple[int, float]] = {}
     for _, action in run.driver.log:
         if type(action) is Dispatch and action.replica_id is not None:
@@ -47,6 +49,20 @@ def run_twin_detailed(
         size, device_ms = batch_of.get(rid, (0, 0.0))
         out[rid] = RequestSeen(r.end - r.arrival + overheads.run_us / 1e6, size, device_ms)
     return out
+
+
+def run_twin_pooled(
+    scenario: Scenario, reqs: list[Arrival], overheads: Overheads, draws: int
+) -> list[dict[str, RequestSeen]]:
+    """``draws`` replays that differ only in the seed of the device-time scatter (seeds
+    ``scenario.seeds[0]`` onwards). The twin predicts a distribution: with scattered device
+    times one replay is one sample of it, whose SLO attainment alone moved by +-3 points per
+    seed here (a batch more or less late near the SLO); figures over the pooled replays are the
+    distribution's own. Without scatter every replay is the same, so one is run."""
+    if not scenario.executor.service_sigma_milli:
+        draws = 1
+    first = scenario.seeds[0]
+    return [run_twin_detailed(scenario, reqs, overheads, first + k) for k in range(max(1, draws))]
 
 
 def run_twin(

@@ -1,18 +1,23 @@
 """``validate_fidelity``: one trace slice through the live stack and through the twin.
 
-Called by ``legato sim validate``. In order: a live session (``live.run_live``: warm-up,
-in-worker profile, the slice open-loop, in-worker profile again); the twin on the very same
-request list with the mean of the two tables and the measured overheads (``twin``); the
-comparison (``compare``): ``p50_error`` / ``p99_error`` are relative errors of the twin's
-percentile against the live one, ``slo_attainment_error_pp`` is twin minus live SLO attainment in
-percentage points, the SLO being ``slo_s`` end to end (fixed in the config, never fitted).
+Called by ``legato sim validate``. In order: a live session (``live.run_live``: warm-up, an
+in-worker profile block, then ``slice_repeats`` rounds of the slice open-loop each followed by
+another block); the twin on the very same request list of each round, with the mean of the two
+blocks around that round and the measured overheads (``twin``), ``twin_draws`` times with
+different seeds of the device-time scatter; the comparison (``compare``) over every round's
+requests pooled (and every draw, on the twin side): ``p50_error`` / ``p99_error`` are relative
+errors of the twin's percentile against the live one, ``slo_attainment_error_pp`` is twin minus
+live SLO attainment in percentage points, the SLO being ``slo_s`` end to end (fixed in the
+config, never fitted).
 
 Beside the figures, diagnostics say where an error comes from: ``live``/``twin`` break each
 side's time down (batch sizes formed, device time of a request's batch, waiting);
-``device_ratio`` is measured over predicted device time of the slice's batches;
+``device_ratio`` is measured over predicted device time of the slice's batches (per round:
+``round_device_ratio``);
 ``replayed_device_errors`` are the errors of a twin that is given the live batches' measured
 device times (what is left is batching, queueing and overheads); ``profile_drift``,
-``load_avg`` and ``machine`` say whether the machine held still.
+``load_avg`` and ``machine`` say whether the machine held still, ``nice`` the priority the live
+side ran at and ``worker_cpu_ms`` per phase how long the worker ran and waited for its core.
 
 The trace is the shipped Azure code slice; prompt lengths are scaled by ``token_divisor`` and
 clamped to what the embedding model reads, and time is scaled so that the slice offers
@@ -32,15 +37,17 @@ from control.services.fidelity.compare import (
     GOAL,
     compare_sides,
     goal_met,
+    pooled,
     side_dict,
     spread,
     summarize,
 )
 from control.services.fidelity.config import MODEL_KEY, TRACE, FidelityConfig
 from control.services.fidelity.live import run_live
-from control.services.fidelity.twin import run_twin_detailed, run_twin_replayed
-from control.services.fidelity.world import fidelity_scenario, merge_profiles
-from sim.scenario import LatencyTables
+from control.services.fidelity.records import LiveOutcome, RequestSeen
+from control.services.fidelity.twin import run_twin_pooled, run_twin_replayed
+from control.services.fidelity.world import fidelity_scenario
+from sim.scenario import LatencyTables, Scenario
 
 
 def _drift(before, after) -> float:  # noqa: ANN001
@@ -58,23 +65,37 @@ def _table(before, after) -> list[list[int]]:  # noqa: ANN001
     return [[bs, t, b.get((bs, t), 0), a.get((bs, t), 0)] for bs, t in sorted(a.keys() | b.keys())]
 
 
-def device_ratio(seen, tokens, latency) -> float | None:  # noqa: ANN001
-    """Median over the slice's batches of measured / predicted device time: how well the table
-    describes the batches the slice really ran (1.0: exactly). Batches are told apart by their
-    (size, device time) pair, which the items of one batch share."""
+def device_ratios(seen, tokens, latency) -> list[float]:  # noqa: ANN001
+    """Measured / predicted device time of each batch of ``seen`` (batches are told apart by
+    their (size, device time) pair, which the items of one batch share)."""
     batches: dict[tuple[int, float], list[str]] = {}
     for rid, s in seen.items():
         batches.setdefault((s.batch_size, round(s.device_ms, 3)), []).append(rid)
     ratios = []
     for (size, device_ms), rids in batches.items():
         longest = max(tokens[r] for r in rids)
-        predicted = latency.forward_us(MODEL_KEY, "cpu", size, longest) / 1000
-        ratios.append(device_ms / predicted)
+        ratios.append(device_ms / (latency.forward_us(MODEL_KEY, "cpu", size, longest) / 1000))
+    return ratios
+
+
+def device_ratio(seen, tokens, latency) -> float | None:  # noqa: ANN001
+    """Median over the slice's batches of measured / predicted device time: how well the table
+    describes the batches the slice really ran (1.0: exactly)."""
+    ratios = device_ratios(seen, tokens, latency)
     return round(statistics.median(ratios), 3) if ratios else None
 
 
 def _load() -> float | None:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def _round_scenario(cfg: FidelityConfig, live: LiveOutcome, table) -> Scenario:  # noqa: ANN001
+    scenario = fidelity_scenario(cfg, table, live.rate_factor)
+    return replace(
+        scenario,
+        latency=LatencyTables(table, sources=scenario.latency.sources),
+        executor=replace(scenario.executor, service_sigma_milli=live.sigma_milli),
+    )
 
 
 def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
@@ -83,22 +104,29 @@ def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
     cfg = config or FidelityConfig()
     started, load_before = clock.monotonic(), _load()
     live = run_live(cfg)
-    rows = merge_profiles(live.before, live.after)
-    scenario = fidelity_scenario(cfg, rows, live.rate_factor)
-    scenario = replace(
-        scenario,
-        latency=LatencyTables(rows, sources=scenario.latency.sources),
-        executor=replace(scenario.executor, service_sigma_milli=live.sigma_milli),
-    )
-    twin_seen = run_twin_detailed(scenario, live.requests, live.overheads)
-    total = len(live.requests)
     tokens = {a.request.request_id: a.request.prompt_tokens for a in live.requests}
+    draws: list[dict[str, RequestSeen]] = []  # per draw, every round's requests
+    replayed: dict[str, float] = {}
+    ratios: dict[str, list[float]] = {"live": [], "twin": []}
+    for rnd in live.rounds:  # each round with the table measured around it
+        scenario = _round_scenario(cfg, live, rnd.table)
+        runs = run_twin_pooled(scenario, rnd.requests, live.overheads, cfg.twin_draws)
+        draws.extend({} for _ in range(len(runs) - len(draws)))
+        for k, run in enumerate(runs):
+            draws[k] |= run
+        device = {k: s.device_ms for k, s in rnd.seen.items()}
+        replayed |= run_twin_replayed(scenario, rnd.requests, live.overheads, device)
+        model = scenario.latency.model()
+        ratios["live"] += device_ratios(rnd.seen, tokens, model)
+        ratios["twin"] += device_ratios(runs[0], tokens, model)
+    total = len(live.requests)
+    twin_seen = pooled(draws)
     live_side = summarize({k: s.e2e_s for k, s in live.seen.items()}, total, cfg.slo_s)
-    twin_side = summarize({k: s.e2e_s for k, s in twin_seen.items()}, total, cfg.slo_s)
+    twin_side = summarize({k: s.e2e_s for k, s in twin_seen.items()}, total * len(draws),
+                          cfg.slo_s)  # fmt: skip
+    # requests that succeeded per replay, as the live side counts them (not over every draw)
+    twin_side = replace(twin_side, succeeded=round(twin_side.succeeded / len(draws)))
     p50, p99, slo_pp = compare_sides(live_side, twin_side)
-    replayed = run_twin_replayed(
-        scenario, live.requests, live.overheads, {k: s.device_ms for k, s in live.seen.items()}
-    )
     errors_replayed = compare_sides(live_side, summarize(replayed, total, cfg.slo_s))
     result: dict[str, Any] = {
         "p50_error": round(p50, 4),
@@ -107,26 +135,37 @@ def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
         "live": side_dict(live_side, live.seen),
         "twin": side_dict(twin_side, twin_seen),
         "requests": total,
+        "rounds": len(live.rounds),
+        "twin_draws": len(draws),
         "rate_factor": live.rate_factor,
         "overhead_us": live.overheads.busy_us,
         "run_overhead_us": live.overheads.run_us,
         "service_sigma_milli": live.sigma_milli,
-        "profile_rows": len(rows),
+        "profile_rows": len(live.rounds[0].table) if live.rounds else 0,
         "profile_drift": _drift(live.before, live.after),
         "table_us": _table(live.before, live.after),
         "replayed_device_errors": dict(
             zip(GOAL, (round(e, 4) for e in errors_replayed), strict=True)
         ),
         "device_ratio": {
-            side: device_ratio(seen, tokens, scenario.latency.model())
-            for side, seen in (("live", live.seen), ("twin", twin_seen))
+            side: round(statistics.median(r), 3) if r else None for side, r in ratios.items()
         },
+        "round_device_ratio": [
+            _median(device_ratios(rnd.seen, tokens, LatencyTables(rnd.table).model()))
+            for rnd in live.rounds
+        ],
+        "nice": live.nice,
+        "worker_cpu_ms": live.cpu_ms,
         "load_avg": {"before": load_before, "after": _load()},
         "wall_s": round(clock.monotonic() - started, 1),
     }
     result["goal_met"] = goal_met(result)
     result["machine"] = machine_note(result["profile_drift"], result["load_avg"]["after"])
     return result
+
+
+def _median(xs: list[float]) -> float | None:
+    return round(statistics.median(xs), 3) if xs else None
 
 
 def machine_note(drift: float, load: float | None, cores: int | None = None) -> str:
