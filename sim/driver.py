@@ -169,9 +169,10 @@ class TwinDriver:
         self._wake.discard(now)
         plan = core.step(now)
         self.steps += 1
-        for action in plan.actions:
-            if self.keep_log:
-                self.log.append((now, action))
+        actions, obs = plan.actions, self.obs
+        if self.keep_log:  # carrying out an action never logs: the step's log comes first
+            self.log.extend([(now, action) for action in actions])
+        for action in actions:
             kind = type(action)
             if kind is Dispatch:
                 self._dispatch(action, now)  # type: ignore[arg-type]
@@ -179,12 +180,12 @@ class TwinDriver:
                 ready = now + self.executor.load_us(action) / 1e6  # type: ignore[arg-type]
                 loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr]
                 env.call_at(ready, lambda _e, x=loaded: self._ingest(x))
-                if self.obs is not None:
-                    self.obs.on_load(action, ready)  # type: ignore[arg-type]
-            elif self.obs is not None and kind is RunFinished:
-                self.obs.on_finish(action, now)  # type: ignore[arg-type]
-            elif self.obs is not None and kind is Reject:
-                self.obs.on_reject(action, now)  # type: ignore[arg-type]
+                if obs is not None:
+                    obs.on_load(action, ready)  # type: ignore[arg-type]
+            elif obs is not None and kind is RunFinished:
+                obs.on_finish(action, now)  # type: ignore[arg-type]
+            elif obs is not None and kind is Reject:
+                obs.on_reject(action, now)  # type: ignore[arg-type]
         wake = core.next_wakeup(now)
         if wake is not None and wake not in self._wake:
             self._wake.add(wake)

@@ -71,29 +71,33 @@ class Recorder:
                 period[0] += 1
         elif d.replica_id is not None:
             self._busy(d.device_ids, now, now + done.duration_us / 1e6)
-        cost, counts, reqs = self.cost, self.counts, self.requests
+        # per item: a service sample; counts are summed over the batch and added once
+        units_of, reqs, service = self.cost.cost_units, self.requests, self.service
+        key = d.model_key or d.tool or ""
+        blocks = 0
         for it in d.items:
-            units = cost.cost_units(
-                d.model_key or d.tool or "", it.input_tokens, it.max_output_tokens
-            )
+            units = units_of(key, it.input_tokens, it.max_output_tokens)
             rec = reqs.get(it.request_id)
             if rec is not None:
-                self.service.append(ServiceSample(now, rec.tenant, units))
+                service.append(ServiceSample(now, rec.tenant, units))
             if it.prefix_blocks:
-                counts["prefix_blocks"] += len(it.prefix_blocks)
+                blocks += len(it.prefix_blocks)
+        counts = self.counts
+        if blocks:
+            counts["prefix_blocks"] += blocks
         counts["batches"] += 1
         counts["items"] += len(d.items)
 
     def on_complete(self, d: Dispatch, done: Completion, now: float) -> None:
         if done.joined:
             self._leave(d, now)
-        counts = self.counts
+        # sums over the batch, added once (the same totals as adding item by item)
+        units_of, key = self.cost.cost_units, d.model_key or d.tool or ""
+        tokens = units = hits = 0
         for it, r in zip(d.items, done.records, strict=True):
-            counts["tokens"] += r.input_tokens + r.output_tokens
-            counts["cost_units"] += self.cost.cost_units(
-                d.model_key or d.tool or "", r.input_tokens, r.output_tokens
-            )
-            counts["prefix_hit_blocks"] += r.prefix_hit_tokens // 512
+            tokens += r.input_tokens + r.output_tokens
+            units += units_of(key, r.input_tokens, r.output_tokens)
+            hits += r.prefix_hit_tokens // 512
             if r.first_token_ms is None:
                 continue
             rec = self.requests.get(it.request_id)
@@ -103,6 +107,11 @@ class Recorder:
                 and it.node_id in self.output_nodes.get(rec.workflow, ())
             ):
                 rec.first_token = now - (done.duration_us / 1e3 - r.first_token_ms) / 1e3
+        if d.items:  # (an empty batch leaves the counts untouched, as item by item did)
+            counts = self.counts
+            counts["tokens"] += tokens
+            counts["cost_units"] += units
+            counts["prefix_hit_blocks"] += hits
 
     def on_drop(self, d: Dispatch, done: Completion, now: float) -> None:
         # a static batch's busy time was counted whole at dispatch (the device was reserved)

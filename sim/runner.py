@@ -12,12 +12,30 @@ from dataclasses import dataclass
 
 from control.core.assembly import build_core
 from control.core.events import ReplicaLoaded
+from control.core.latency import TableLatencyModel
 from sim.driver import Arrival, FleetEvent, TwinDriver
 from sim.env import tuned_gc
 from sim.executor import SimExecutor
 from sim.metrics import Recorder
-from sim.scenario import Scenario
+from sim.scenario import LatencyTables, Scenario
 from sim.workload import arrivals
+
+#: Latency models shared by the replays of equal tables (seeds, variants, benchmark repeats).
+#: A ``TableLatencyModel`` is immutable and its memo of lookups is a pure cache, so sharing one
+#: changes no prediction; it only spares each replay the interpolations an earlier one made.
+_LATENCY_MODELS: dict[LatencyTables, TableLatencyModel] = {}
+#: Distinct tables kept (the oldest goes first): a what-if compares a handful of layouts.
+LATENCY_MODELS_KEPT = 8
+
+
+def latency_model(tables: LatencyTables) -> TableLatencyModel:
+    """The shared latency model of ``tables`` (built on first use; see ``_LATENCY_MODELS``)."""
+    model = _LATENCY_MODELS.get(tables)
+    if model is None:
+        if len(_LATENCY_MODELS) >= LATENCY_MODELS_KEPT:
+            del _LATENCY_MODELS[next(iter(_LATENCY_MODELS))]
+        model = _LATENCY_MODELS[tables] = tables.model()
+    return model
 
 
 @dataclass
@@ -66,7 +84,7 @@ def prepare_seed(
 ) -> PreparedSeed:
     """Build everything a replay of ``seed`` needs (see ``run_seed``) without running it, so a
     benchmark can time the replay alone."""
-    latency = scenario.latency.model()
+    latency = latency_model(scenario.latency)
     core = build_core(scenario.blueprint(seed), latency)
     by_device: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
     for i, (model_key, device_ids, pool) in enumerate(scenario.replica_slots()):

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from control.core.frozen import fast_init
 from control.core.types import InputRef
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
+@fast_init
 @dataclass(frozen=True)
 class InputBinding:
     """One input field of a step and where its data lives (several refs: a merged map output,
@@ -25,6 +27,7 @@ class InputBinding:
     refs: tuple[InputRef, ...]
 
 
+@fast_init
 @dataclass(frozen=True)
 class BatchItem:
     key: str  # run/node[#chunk]/attempt: unique per attempt
@@ -42,6 +45,7 @@ class BatchItem:
     params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Dispatch:
     """Run ``items`` as one batch on ``replica_id`` (None with ``tool`` set: run on the host)."""
@@ -57,6 +61,7 @@ class Dispatch:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class Reject:
     request_id: str
@@ -64,6 +69,7 @@ class Reject:
     retry_after_s: float
 
 
+@fast_init
 @dataclass(frozen=True)
 class Preempt:
     """Cancel a run: drop its queued steps; the driver cancels ``cancel_keys`` in flight."""
@@ -73,6 +79,7 @@ class Preempt:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class LoadModel:
     replica_id: str
@@ -83,6 +90,7 @@ class LoadModel:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class EvictReplica:
     replica_id: str
@@ -91,6 +99,7 @@ class EvictReplica:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class MoveStep:
     """A queued step moved between replica queues (work stealing or re-routing)."""
@@ -101,6 +110,7 @@ class MoveStep:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepRetried:
     failed_key: str
@@ -110,6 +120,7 @@ class StepRetried:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunFinished:
     request_id: str
@@ -119,6 +130,7 @@ class RunFinished:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class ReplicaRoutable:
     """A replica loaded (and warmed) for a rollout now takes new work."""
@@ -128,6 +140,7 @@ class ReplicaRoutable:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class DrainReplica:
     """No new work goes to this replica; its queued steps move away, in-flight work finishes,
@@ -139,6 +152,7 @@ class DrainReplica:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class RolloutTransition:
     """A rollout changed stage: "loading", "draining", "completed", "aborted", "failed",
@@ -178,6 +192,7 @@ PHASES: tuple[str, ...] = (
 )
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepPlan:
     now: float

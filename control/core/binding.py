@@ -51,7 +51,7 @@ def room(st: CoreState, rec: ReplicaRecord) -> int:
     """How many pending steps ``rec`` may take now (0 unless it can start them soon)."""
     if not rec.routable:
         return 0
-    ahead = st.config.binding.take_ahead_us / 1e6
+    ahead = st.take_ahead_s
     if rec.state == ReplicaState.READY:
         if rec.running and rec.busy_until - ahead > st.now:
             return 0
@@ -70,21 +70,21 @@ def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
     if not reps:
         return {}
     now = st.now
-    ahead = st.config.binding.take_ahead_us / 1e6
-    per = st.config.binding.max_local_batches
-    size_of = st.batching.max_batch_size
+    ahead = st.take_ahead_s
     ready, loading = ReplicaState.READY, ReplicaState.LOADING
     rooms: dict[str, int] = {}
     for rec in reps.values():
+        # the most common replica by far is a busy ready one: it is ruled out first
+        if rec.running and rec.busy_until - ahead > now and rec.state == ready:
+            continue
         if not rec.routable:
             continue
         state = rec.state
-        if state == ready:
-            if rec.running and rec.busy_until - ahead > now:
-                continue
-        elif state != loading or rec.ready_at - now > ahead:
+        if state != ready and (state != loading or rec.ready_at - now > ahead):
             continue
-        n = size_of(rec.model) * per - len(rec.queue)
+        n = st.batching.max_batch_size(rec.model) * st.config.binding.max_local_batches - len(
+            rec.queue
+        )
         if n > 0:
             rooms[rec.replica_id] = n
     return rooms

@@ -86,6 +86,10 @@ class CoreState:
         rng: random.Random,
     ) -> None:
         self.config = config
+        # the binding knobs in seconds, as the phases compare them with ``now`` (config is
+        # immutable: computed once, the same float expressions as before)
+        self.take_ahead_s = config.binding.take_ahead_us / 1e6
+        self.dispatch_ahead_s = config.binding.dispatch_ahead_us / 1e6
         self.tenancy = tenancy
         self.cost = cost
         self.latency = latency

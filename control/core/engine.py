@@ -149,14 +149,14 @@ class ControlCore:
             mine = min(
                 (t for t, _, k, i in timers if t > now and self._timer_live(k, i)), default=None
             )
+        best = mine  # the earliest of mine, the tenancy half's and the idle check (after now)
         theirs = self._st.tenancy.next_wakeup(now)
-        if theirs is not None and theirs <= now:
-            theirs = None
+        if theirs is not None and theirs > now and (best is None or theirs < best):
+            best = theirs
         idle = self._st.idle_check_at
-        if idle is not None and idle <= now:
-            idle = None
-        options = [t for t in (mine, theirs, idle) if t is not None]
-        return min(options) if options else None
+        if idle is not None and idle > now and (best is None or idle < best):
+            best = idle
+        return best
 
     def _timer_live(self, kind: str, ident: str) -> bool:
         st = self._st

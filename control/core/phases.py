@@ -113,8 +113,10 @@ def timers(st: CoreState) -> None:
 
 
 def reclaims(st: CoreState) -> None:
-    """Preempt the runs the tenancy half reclaims (asked once per step)."""
-    for order in st.tenancy.reclaims(st.now, frozenset(st.output_started)):
+    """Preempt the runs the tenancy half reclaims (asked once per step). The live set of runs
+    that produced output is passed (no copy per step): the tenancy half only reads it during
+    the call, and its orders are a list made before any run is preempted."""
+    for order in st.tenancy.reclaims(st.now, st.output_started):
         runs.preempt(st, order.request_id, order.reason)
 
 

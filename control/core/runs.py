@@ -109,8 +109,12 @@ def make_step(st: CoreState, run: RunRecord, ref: StepRef) -> QueuedStep:
 
 
 def take_ready(st: CoreState, run: RunRecord) -> None:
-    for ref in run.dag_run.take_ready():
-        add_step(st, run, ref)
+    """Turn the run's ready nodes into live steps waiting for the routing phase."""
+    steps, ready = st.steps, st.ready
+    for ref in run.dag_run.take_ready():  # ``add_step`` written out: every step runs this
+        step = make_step(st, run, ref)
+        steps[step.key] = step
+        ready.append(step)
 
 
 def add_step(st: CoreState, run: RunRecord, ref: StepRef) -> None:

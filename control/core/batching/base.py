@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from control.core.frozen import fast_init
 from control.core.types import ModelSpec
 
 
@@ -20,6 +21,7 @@ class QueuedItem(Protocol):
     input_tokens: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class FormedBatch:
     count: int  # take this many items from the front of the ordered queue

@@ -48,6 +48,18 @@ class CompiledDag:
             for n, node in self.nodes.items()
         }
         self.initial: tuple[dict[str, NodeState], tuple[str, ...], int, str] | None = None
+        #: per node: its input edges grouped by target field, fields sorted (the order bindings
+        #: are listed in), edges in spec order within a field (the order their refs merge in)
+        self.bind_plan: dict[str, tuple[tuple[str, tuple[EdgeSpec, ...]], ...]] = {}
+        for node_id in self.nodes:
+            grouped: dict[str, list[EdgeSpec]] = {}
+            for e in self.in_edges.get(node_id, []):
+                grouped.setdefault(e.target_field, []).append(e)
+            self.bind_plan[node_id] = tuple((f, tuple(es)) for f, es in sorted(grouped.items()))
+        #: declared outputs as (name, node, field), parsed once
+        self.output_refs: tuple[tuple[str, str, str], ...] = tuple(
+            (name, *ref.partition(".")[::2]) for name, ref in spec.outputs.items()
+        )
 
     def _static_inputs(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
         """Per node fed only by workflow inputs: (target field, source fields) in binding

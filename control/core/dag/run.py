@@ -14,6 +14,7 @@ from enum import StrEnum
 from control.core.actions import InputBinding
 from control.core.dag.compiled import CompiledDag
 from control.core.dag.spec import INPUT_NODE, EdgeSpec, NodeSpec
+from control.core.frozen import fast_init
 from control.core.types import InputRef
 
 
@@ -29,6 +30,7 @@ class NodeState(StrEnum):
 _TERMINAL = (NodeState.DONE, NodeState.SKIPPED, NodeState.FAILED)
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepRef:
     """One attempt of one node (one chunk of a map node) of a run."""
@@ -92,9 +94,9 @@ class DagRun:
     def outputs(self) -> dict[str, tuple[InputRef, ...]]:
         """Declared workflow outputs -> where their data lives (succeeded runs)."""
         out: dict[str, tuple[InputRef, ...]] = {}
-        for name, ref in self.dag.spec.outputs.items():
-            node, _, fld = ref.partition(".")
-            if self.state.get(node) == NodeState.DONE:
+        state, done = self.state, NodeState.DONE
+        for name, node, fld in self.dag.output_refs:
+            if state.get(node) == done:
                 out[name] = self._refs(node, fld)
         return out
 
@@ -231,24 +233,32 @@ class DagRun:
                 refs = [InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs]
                 out.append(InputBinding(f, tuple(refs)))
             return tuple(out)
-        by_field: dict[str, list[InputRef]] = {}
+        # per target field (sorted), its live edges in spec order: "any" keeps the first only
+        out = []
         state, labels, any_join = self.state, self._labels, node.join == "any"
-        for e in self.dag.in_edges[node.node_id]:
-            src = e.source
-            live = src == INPUT_NODE or (  # ``_edge_live`` written out: every step runs this
-                state.get(src) == NodeState.DONE and (e.when is None or e.when == labels.get(src))
-            )
-            if not live or (any_join and e.target_field in by_field):
-                continue
-            if src == INPUT_NODE:
-                refs: tuple[InputRef, ...] = (
-                    InputRef(self.run_id, INPUT_NODE, e.source_field, None, None),
-                )
-            else:
-                split = chunk is not None and e.target_field == node.map_over
-                refs = self._refs(e.source, e.source_field, chunk if split else None)
-            by_field.setdefault(e.target_field, []).extend(refs)
-        return tuple(InputBinding(f, tuple(r)) for f, r in sorted(by_field.items()))
+        done, run_id = NodeState.DONE, self.run_id
+        for fld, edges in self.dag.bind_plan[node.node_id]:
+            merged: list[InputRef] | None = None
+            for e in edges:
+                src = e.source
+                if src == INPUT_NODE:  # ``_edge_live`` written out: every step runs this
+                    refs: tuple[InputRef, ...] = (
+                        InputRef(run_id, INPUT_NODE, e.source_field, None, None),
+                    )
+                elif state.get(src) == done and (e.when is None or e.when == labels.get(src)):
+                    split = chunk is not None and fld == node.map_over
+                    refs = self._refs(src, e.source_field, chunk if split else None)
+                else:
+                    continue
+                if merged is None:
+                    merged = list(refs)
+                    if any_join:
+                        break
+                else:
+                    merged.extend(refs)
+            if merged is not None:
+                out.append(InputBinding(fld, tuple(merged)))
+        return tuple(out)
 
     def _edge_live(self, e: EdgeSpec) -> bool:
         if e.source == INPUT_NODE:
@@ -284,7 +294,7 @@ class DagRun:
                     return  # an input is still pending
                 if s == NodeState.DONE and (e.when is None or e.when == labels.get(src)):
                     fed.add(e.target_field)
-            ok = bool(fed) and all(f in fed for f in required)
+            ok = bool(fed) and fed.issuperset(required)  # every required field is fed
             if ok:
                 self._make_ready(node_id)
             else:

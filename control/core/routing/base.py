@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from control.core.frozen import fast_init
 from control.core.latency import LatencyModel
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.routing.transfer import TransferCosts
@@ -29,6 +30,7 @@ class Candidate(Protocol):
     prefix: PrefixIndex
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepDemand:
     model_key: str
@@ -39,6 +41,7 @@ class StepDemand:
     input_devices: tuple[DeviceSpec | None, ...]
 
 
+@fast_init
 @dataclass(frozen=True)
 class RouteScore:
     replica_id: str
@@ -51,6 +54,7 @@ class RouteScore:
     hit_blocks: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class RouteChoice:
     score: RouteScore
@@ -58,6 +62,7 @@ class RouteChoice:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class RoutingContext:
     now: float

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from control.core.frozen import fast_init
+
 
 @dataclass(frozen=True)
 class StealConfig:
@@ -24,6 +26,7 @@ class StealConfig:
     )
 
 
+@fast_init
 @dataclass(frozen=True)
 class StealDecision:
     steal: bool

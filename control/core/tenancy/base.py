@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
+from control.core.frozen import fast_init
+
 #: Priority classes, most urgent first. Order within a tenant follows this rank.
 PRIORITY_CLASSES: tuple[str, ...] = ("critical", "standard", "batch")
 
@@ -44,6 +46,7 @@ def priority_rank(priority_class: str) -> int:
     return rank
 
 
+@fast_init
 @dataclass(frozen=True)
 class AdmissionRequest:
     """What admission needs to know about one workflow run before it starts."""
@@ -57,6 +60,7 @@ class AdmissionRequest:
     deadline: float | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Admitted:
     request_id: str
@@ -64,6 +68,7 @@ class Admitted:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class Rejected:
     request_id: str
@@ -74,6 +79,7 @@ class Rejected:
 AdmissionDecision = Admitted | Rejected
 
 
+@fast_init
 @dataclass(frozen=True)
 class QueuedWork:
     """One step of a run waiting in a local queue; fair share orders these."""
@@ -104,6 +110,7 @@ class HeadroomDecision:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class ReclaimOrder:
     """Preempt this run: its borrowed quota is reclaimed by the owner."""

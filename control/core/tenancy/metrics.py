@@ -14,7 +14,10 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from control.core.frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True)
 class ServiceSample:
     t: float
