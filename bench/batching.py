@@ -13,6 +13,8 @@ Per model:
   an overloaded level shows as growing latency, so the window must be several batch times
   long). The old figure divided by the window PLUS the drain after the last arrival, which
   charged every level its own latency once more and understated short windows badly.
+  After the grid (``FRACTIONS``) two probes bisect between the best qualifying level and the
+  next one up, so the figure is not capped by the grid's step.
   ``served_throughput`` is the best qualifying level; ``served_vs_ceiling`` the ratio. The
   SLO is stated per model (see ``SLO_BATCHES``): the larger of a fixed quiet-machine figure
   and three times one ceiling batch.
@@ -80,6 +82,10 @@ GOAL_CASES = ("minilm_embed", "smollm2_generate")
 SLO_BATCHES = 3.0
 
 FRACTIONS = (0.6, 0.75, 0.85, 0.95, 1.05)
+#: Probes that bisect between the best qualifying grid level and the next one up (a coarse grid
+#: under-reads the served throughput by up to its step: the highest rate within the SLO lies
+#: somewhere between the last level that met it and the first that did not).
+REFINE_PROBES = 2
 
 
 def prompt(serial: int) -> str:
@@ -142,14 +148,31 @@ def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
                        (InitialReplica("m:1", "cpu:0"),), RuntimeConfig(stream_tokens=False))  # fmt: skip
 
 
-async def served(name: str, case: dict, top: float, seconds: float, max_batch: int) -> list[dict]:
+async def served(
+    name: str, case: dict, top: float, seconds: float, max_batch: int, slo_s: float
+) -> list[dict]:
+    """The grid of load levels, then ``REFINE_PROBES`` bisection probes between the highest
+    level within ``slo_s`` (0 if none) and the lowest level above it that missed it. Rows are
+    in the order run; each carries its ``fraction`` of ``top``."""
     rt = runtime(name, case, max_batch)
     await rt.start()
     rows = []
+
+    async def probe(frac: float) -> None:
+        row = await timed_load(rt, name, case, top * frac, seconds)
+        rows.append({"fraction": round(frac, 4), **row})
+
     try:
         await timed_load(rt, name, case, top * 0.3, 2.0)  # warm-up
         for frac in FRACTIONS:
-            rows.append(await timed_load(rt, name, case, top * frac, seconds))
+            await probe(frac)
+        for _ in range(REFINE_PROBES):
+            ok = [r["fraction"] for r in rows if qualifies(r, slo_s)]
+            low = max(ok, default=0.0)
+            above = [r["fraction"] for r in rows if r["fraction"] > low and not qualifies(r, slo_s)]
+            if not above:
+                break  # every level above the best one met the SLO: nothing to bisect
+            await probe((low + min(above)) / 2)
     finally:
         await rt.stop()
     return rows
@@ -214,10 +237,19 @@ def ceiling_pinned(case: dict, cores: set[int]) -> dict[int, float]:
     return rates
 
 
+def qualifies(row: dict, slo_s: float) -> bool:
+    """A level counts when no run failed and p99 is within ``slo_s``."""
+    return row["p99_s"] <= slo_s and not row["failed"]
+
+
 def served_at(rows: list[dict], slo_s: float) -> float:
-    """The best throughput among levels with no failure and p99 within ``slo_s``."""
-    ok = [r["throughput"] for r in rows if r["p99_s"] <= slo_s and not r["failed"]]
-    return max(ok, default=0.0)
+    """The best throughput among qualifying levels."""
+    return max((r["throughput"] for r in rows if qualifies(r, slo_s)), default=0.0)
+
+
+def slo_of(case: dict, size: int, top: float) -> float:
+    """The stated SLO (see ``SLO_BATCHES``) for a ceiling of ``top`` items/s at batch ``size``."""
+    return max(case["quiet_slo_s"], SLO_BATCHES * size / top)
 
 
 def load_average() -> float | None:
@@ -237,12 +269,14 @@ async def bench(seconds: float, only: list[str] | None = None) -> dict:
         # would set it from ``legato profile``: on a CPU a bigger batch can be SLOWER per item
         # (MiniLM here: 8 beats 32), and the core fills batches up to the cap under load.
         size = max(rates, key=rates.get)
-        rows = await served(name, case, top, seconds, size)
+        # the SLO as known before the served levels steers the bisection; the verdict below
+        # uses the final one (a higher ceiling after can only tighten it)
+        rows = await served(name, case, top, seconds, size, slo_of(case, size, top))
         # measured again after the served levels: the ratio uses the better of the two, so a
         # quieter moment during either measurement can only make the goal harder to reach
         after = ceiling_pinned(case, cores)
         top = max(top, max(after.values()))
-        slo = max(case["quiet_slo_s"], SLO_BATCHES * size / top)
+        slo = slo_of(case, size, top)
         best = served_at(rows, slo)
         out[name] = {
             "slo_p99_s": round(slo, 2),
