@@ -1,28 +1,42 @@
 """Iteration-level (continuous) batching on one replica: when each batch's sequences end.
 
-A vLLM-like engine without chunked prefill. Batches reach the engine at ``arrive_us`` (after
-their transfers) and wait for the end of the iteration in progress; then, one at a time in order
-of arrival, each runs its prefill as one iteration of its own (the running sequences stall), and
-its sequences join the decode loop. Every iteration decodes one token of every running sequence
+A vLLM-like engine. Batches reach the engine at ``arrive_us`` (after their transfers) and wait
+for the end of the iteration in progress; then, one at a time in order of arrival, each runs its
+prefill as one iteration of its own (the running sequences stall), and its sequences join the
+decode loop (unless the prefill is chunked: below). Every iteration decodes one token of every running sequence
 and costs ``decode(n, 1)`` for ``n`` running sequences; a sequence leaves once it has produced
 its ``outputs`` tokens, and a batch ends when its last sequence leaves. So, between membership
 changes, ``k`` iterations over ``n`` sequences cost ``round(decode(n, k) x f)`` (``f``: the
 running sequences' mean scatter factor), and a batch alone on an idle engine, its sequences all
 of one length, takes ``prefill + round(decode(n, out) x f)``: the static prediction.
 
+Chunked prefill (``chunk_tokens`` > 0, the model's ``prefill_chunk_tokens``; "stall-free"
+batching as in Sarathi-Serve and vLLM): while prompts wait to be prefilled, every iteration is
+one mixed forward of at most ``chunk_tokens`` tokens: one decode token of every running sequence
+first, then as many prompt tokens of the waiting batches as fit (first come first served; at
+least one, so prompts always progress). It costs ``prefill(tokens in it)`` (a compute-bound
+forward: its token count prices it) times the scatter factor of the batch whose prompt it
+serves first. Running sequences thus keep decoding while a burst of prompts is prefilled,
+instead of stalling for each whole prompt; a batch joins the decode loop (its first token) at
+the end of the iteration that holds its last prompt token. Without waiting prompts, iterations
+are plain decode iterations as above.
+
 Completion times are computed event by event between membership changes (a prefill, a sequence
-leaving, an arrival), never token by token. :class:`ContinuousEngine` is pure: integer
-microseconds on its own timeline (the caller maps it to the clock), no I/O, no randomness.
+leaving, an arrival), never token by token (chunked iterations one by one, while prompts wait).
+:class:`ContinuousEngine` is pure: integer microseconds on its own timeline (:mod:`sim.lanes`
+maps it to the clock), no I/O, no randomness.
 """
 
 from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 #: ``(running sequences, iterations) -> microseconds``, before scatter (``decode_us``-shaped).
 DecodeCost = Callable[[int, int], int]
+#: ``tokens -> microseconds`` of one forward over that many tokens, before scatter.
+PrefillCost = Callable[[int], int]
 
 
 @dataclass(frozen=True)
@@ -34,10 +48,13 @@ class Joiner:
     prefill_us: int  # its prefill iteration, scatter applied
     outputs: tuple[int, ...]  # tokens each of its sequences generates
     factor: float = 1.0  # its service-time scatter (median 1)
+    prompt_tokens: int = 0  # prompt tokens to prefill (chunked engines; 0: one token)
 
     def __post_init__(self) -> None:
         if self.prefill_us < 0 or not self.outputs or min(self.outputs) < 0:
             raise ValueError(f"Joiner {self.batch_id}: prefill_us and outputs >= 0, outputs set")
+        if self.prompt_tokens < 0:
+            raise ValueError(f"Joiner {self.batch_id}: prompt_tokens >= 0")
 
 
 @dataclass(frozen=True)
@@ -70,11 +87,18 @@ class ContinuousEngine:
     """One replica's continuous decode loop. ``join`` admits a batch and answers the new
     completion times of every batch whose timing changed (the joiner's always)."""
 
-    def __init__(self, decode: DecodeCost) -> None:
+    def __init__(
+        self, decode: DecodeCost, prefill: PrefillCost | None = None, chunk_tokens: int = 0
+    ) -> None:
+        if chunk_tokens < 0 or (chunk_tokens and prefill is None):
+            raise ValueError("chunk_tokens >= 0, and a chunked engine needs its prefill cost")
         self._decode = decode
+        self._prefill = prefill
+        self._chunk = chunk_tokens
         self._t = 0  # checkpoint: an iteration boundary (or an idle instant)
         self._running: list[_Run] = []
         self._pending: list[tuple[int, int, Joiner]] = []  # (arrive, order, joiner), sorted
+        self._left: dict[str, int] = {}  # chunked: prompt tokens still to prefill, if begun
         self._order = 0
         self._timings: dict[str, Timing] = {}  # last answer for batches not ended by ``_t``
 
@@ -91,12 +115,13 @@ class ContinuousEngine:
         # segment in progress is left whole, so a batch the joiner does not delay keeps its
         # timing to the microsecond.
         self._t, self._running, self._pending, _ = self._simulate(
-            self._t, self._running, self._pending, settle_to=now_us
+            self._t, self._running, self._pending, self._left, settle_to=now_us
         )
         self._order += 1
         insort(self._pending, (j.arrive_us, self._order, j), key=lambda p: (p[0], p[1]))
+        running = [r.copy() for r in self._running]
         *_, timings = self._simulate(
-            self._t, [r.copy() for r in self._running], list(self._pending), settle_to=None
+            self._t, running, list(self._pending), dict(self._left), settle_to=None
         )
         changed = {b: t for b, t in timings.items() if self._timings.get(b) != t}
         self._timings = timings
@@ -124,14 +149,21 @@ class ContinuousEngine:
         t: int,
         running: list[_Run],
         pending: list[tuple[int, int, Joiner]],
+        left: dict[str, int],
         settle_to: int | None,
     ) -> tuple[int, list[_Run], list[tuple[int, int, Joiner]], dict[str, Timing]]:
-        """Run the engine from ``t``, mutating ``running`` and ``pending``: every prefill and
-        decode segment that ends by ``settle_to``, or all of them when it is None. Returns the
-        state reached and the timings of the batches that ended (and, at the end of a full
-        run, none is left running)."""
+        """Run the engine from ``t``, mutating ``running``, ``pending`` and ``left``: every
+        prefill, chunk and decode segment that ends by ``settle_to``, or all of them when it is
+        None. Returns the state reached and the timings of the batches that ended (and, at the
+        end of a full run, none is left running)."""
         out: dict[str, Timing] = {}
         while True:
+            if self._chunk and pending and pending[0][0] <= t:
+                end = self._chunk_iteration(t, running, pending, left, settle_to, out)
+                if end is None:
+                    break
+                t = end
+                continue
             if pending and pending[0][0] <= t:
                 j = pending[0][2]
                 if settle_to is not None and t + j.prefill_us > settle_to:
@@ -176,83 +208,54 @@ class ContinuousEngine:
             running = still
         return t, running, pending, out
 
-
-@dataclass(frozen=True)
-class Joined:
-    """A batch's latest timing on its lane: ``dispatch_us`` is its dispatch instant on the
-    engine's timeline (so ``timing.end_us - dispatch_us`` is its time from dispatch to end) and
-    ``end_s`` its end on the clock. ``payload`` is what the caller joined it with."""
-
-    batch_id: str
-    payload: object
-    timing: Timing
-    dispatch_us: int
-    end_s: float
-
-
-class _Lane:
-    __slots__ = ("origin", "engine", "device_ids", "batches")
-
-    def __init__(
-        self, origin: float, engine: ContinuousEngine, device_ids: tuple[str, ...]
-    ) -> None:
-        self.origin = origin  # the clock time of the engine's time 0
-        self.engine = engine
-        self.device_ids = device_ids
-        self.batches: dict[str, Joined] = {}  # in flight, with its latest timing
-
-
-class Lanes:
-    """The engines of the continuous replicas that have batches in flight, mapped to the
-    driver's clock (seconds). A replica's engine lives from the dispatch that finds it idle to
-    the release of its last batch, so a batch alone on an idle replica is timed from exactly
-    its dispatch instant."""
-
-    def __init__(self) -> None:
-        self._lanes: dict[str, _Lane] = {}
-
-    def join(
+    def _chunk_iteration(
         self,
-        replica_id: str,
-        device_ids: tuple[str, ...],
-        now: float,
-        decode: DecodeCost,
-        joiner: Joiner,
-        payload: object,
-    ) -> list[Joined]:
-        """Admit a batch dispatched at ``now`` (``joiner.arrive_us``: its transfer time, an
-        offset from ``now``; ``decode``: the replica's cost, used when it starts an engine).
-        Returns the new timings: the joiner's first, then those of the batches it delays."""
-        lane = self._lanes.get(replica_id)
-        if lane is None:
-            lane = self._lanes[replica_id] = _Lane(now, ContinuousEngine(decode), device_ids)
-        at = round((now - lane.origin) * 1e6)
-        j = replace(joiner, arrive_us=at + joiner.arrive_us)
-        changed = lane.engine.join(j, at)
-        mine = changed[j.batch_id]
-        out = [Joined(j.batch_id, payload, mine, at, lane.origin + mine.end_us / 1e6)]
-        lane.batches[j.batch_id] = out[0]
-        for bid, tm in changed.items():
-            if bid != j.batch_id:
-                x = lane.batches[bid]
-                end_s = lane.origin + tm.end_us / 1e6
-                x = lane.batches[bid] = Joined(bid, x.payload, tm, x.dispatch_us, end_s)
-                out.append(x)
-        return out
-
-    def release(self, replica_id: str, batch_id: str) -> Joined:
-        """A batch completes: its final timing. A replica with none left in flight forgets its
-        engine."""
-        lane = self._lanes[replica_id]
-        done = lane.batches.pop(batch_id)
-        if not lane.batches:
-            del self._lanes[replica_id]
-        return done
-
-    def device_down(self, device_id: str) -> None:
-        """A device failed: the loops of replicas on it are gone, with their batches."""
-        for rid in [r for r, x in self._lanes.items() if device_id in x.device_ids]:
-            del self._lanes[rid]
-
-    def __len__(self) -> int:
-        return len(self._lanes)
+        t: int,
+        running: list[_Run],
+        pending: list[tuple[int, int, Joiner]],
+        left: dict[str, int],
+        settle_to: int | None,
+        out: dict[str, Timing],
+    ) -> int | None:
+        """One mixed iteration from ``t`` (prompts are waiting): decode tokens of the running
+        sequences first, then prompt tokens of the arrived batches in order, within the chunk.
+        Mutates the state and returns the iteration's end, or None (nothing changed) when it
+        would end after ``settle_to``."""
+        n = sum(len(r.rem) for r in running)
+        room = max(1, self._chunk - n)
+        taken: list[tuple[Joiner, int]] = []  # (batch, its prompt tokens in this iteration)
+        for arrive, _, j in pending:
+            if arrive > t or room <= 0:
+                break
+            todo = left.get(j.batch_id, max(1, j.prompt_tokens))
+            take = min(todo, room)
+            taken.append((j, take))
+            room -= take
+        tokens = n + sum(take for _, take in taken)
+        assert self._prefill is not None  # checked at construction
+        cost = self._prefill(tokens)
+        f = taken[0][0].factor
+        end = t + (round(cost * f) if f != 1.0 else cost)
+        if settle_to is not None and end > settle_to:
+            return None
+        still: list[_Run] = []
+        for r in running:  # one decode token each
+            r.rem = [x - 1 for x in r.rem if x > 1]
+            if r.rem:
+                still.append(r)
+            else:
+                out[r.batch_id] = Timing(r.first, end, r.joined_with)
+        running[:] = still
+        for j, take in taken:
+            todo = left.pop(j.batch_id, max(1, j.prompt_tokens)) - take
+            if todo > 0:
+                left[j.batch_id] = todo
+                continue
+            pending.pop(0)  # prompts are served in order: a finished one is the first
+            rem = sorted(o for o in j.outputs if o > 0)
+            size = sum(len(r.rem) for r in running) + len(j.outputs)
+            if rem:
+                running.append(_Run(j.batch_id, rem, j.factor, end, size))
+            else:  # nothing to decode: it ends with its prefill
+                out[j.batch_id] = Timing(end, end, size)
+        return end

@@ -26,8 +26,9 @@ from control.core.latency import LatencyModel
 from control.core.routing.transfer import TransferCosts
 from control.core.types import BLOCK_TOKENS, BatchResult, DeviceSpec, ModelSpec, StepResult
 from control.executor.base import ItemResult, StepKey
-from sim.continuous import Joined, Joiner, Lanes
+from sim.continuous import Joiner
 from sim.executor_models import PrefixCache, route_label, service_factor
+from sim.lanes import Joined, Lanes
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,23 @@ class SimExecutor:
         w = self._work(d)
         key, acc, lat = d.model_key or "", w.dev.accelerator, self.latency
         outputs = tuple(i.max_output_tokens for i in d.items)
+        chunk = self.models[key].prefill_chunk_tokens if key in self.models else 0
+        tokens = self._prompt_tokens(d, w) if chunk else 0
         joined = self.lanes.join(
             d.replica_id or "", d.device_ids, now, lambda n, k: lat.decode_us(key, acc, n, k),
-            Joiner(d.batch_id, w.move, w.prefill, outputs, w.factor), w,
+            Joiner(d.batch_id, w.move, w.prefill, outputs, w.factor, tokens), w,
+            prefill=(lambda x: lat.forward_us(key, acc, 1, x)) if chunk else None,
+            chunk_tokens=chunk,
         )  # fmt: skip
         return self._joined(d, joined[0]), [(x.batch_id, x.end_s) for x in joined]
+
+    def _prompt_tokens(self, d: Dispatch, w: _Work) -> int:
+        """Prompt tokens a chunked engine prefills for ``d``: each item's, less its prefix-cache
+        hit (when the cache is modelled); no padding, chunks pack the prompts end to end."""
+        cut = w.hits if self.config.prefix_cache else [0] * len(w.hits)
+        return sum(
+            max(0, i.input_tokens - h * BLOCK_TOKENS) for i, h in zip(d.items, cut, strict=True)
+        )
 
     def deliver(self, d: Dispatch) -> Completion:
         """A joined batch ends: its final completion (``device_ms`` from dispatch to end,

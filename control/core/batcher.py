@@ -135,8 +135,7 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     only a full batch), or arm a wake-up at the batching deadline."""
     if rec.state != ReplicaState.READY or not rec.queue:
         return
-    ahead_s = st.config.binding.dispatch_ahead_us / 1e6
-    slots = rec.free_slots(st.now, ahead_s)
+    slots = rec.free_slots(st.now, st.dispatch_ahead_s)
     if slots <= 0:
         return
     picked = _choose(st, rec, slots)
@@ -164,8 +163,13 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     prefill_us = 0
     if rec.model.continuous_batching:
         # the prefill runs as one iteration after those already scheduled (the running
-        # sequences wait for it), then every sequence decodes together at the loop's new size
-        prefill_us = st.latency.forward_us(rec.model.key, acc, n, longest)
+        # sequences wait for it), or in chunks beside their decode tokens; then every sequence
+        # decodes together at the loop's new size
+        if rec.model.prefill_chunk_tokens:
+            tokens = sum([s.input_tokens for s in chosen])
+            prefill_us = chunked_prefill_us(st, rec, acc, tokens)
+        else:
+            prefill_us = st.latency.forward_us(rec.model.key, acc, n, longest)
         decode = st.latency.decode_us(rec.model.key, acc, rec.running_seqs + n, out) if out else 0
         backlog = max(0, int((rec.prefill_until - st.now) * 1e6)) if rec.running else 0
         predicted = backlog + prefill_us + decode
@@ -184,10 +188,22 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     arm_ahead(st, rec)
 
 
+def chunked_prefill_us(st: CoreState, rec: ReplicaRecord, acc: str, tokens: int) -> int:
+    """Predicted time to prefill ``tokens`` prompt tokens on a chunked loop running
+    ``rec.running_seqs`` sequences: iterations of at most ``prefill_chunk_tokens`` tokens, the
+    running sequences' decode tokens first (as the executor packs them), each one forward."""
+    chunk, seqs = rec.model.prefill_chunk_tokens, rec.running_seqs
+    room = max(1, chunk - seqs)
+    full, rest = divmod(max(1, tokens), room)
+    fwd = st.latency.forward_us
+    total = full * fwd(rec.model.key, acc, 1, seqs + room) if full else 0
+    return total + (fwd(rec.model.key, acc, 1, seqs + rest) if rest else 0)
+
+
 def arm_ahead(st: CoreState, rec: ReplicaRecord) -> None:
     """With dispatch ahead on, wake the core when a static replica's lone batch is within
     ``dispatch_ahead_us`` of its end: its successor is bound and sent then (nothing else
     happens at that instant to make the core look)."""
-    ahead_s = st.config.binding.dispatch_ahead_us / 1e6
+    ahead_s = st.dispatch_ahead_s
     if ahead_s > 0.0 and len(rec.running) == 1 and rec.sends_ahead:
         st.arm(max(st.now, rec.busy_until - ahead_s), "ahead", rec.replica_id)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from control.core.frozen import fast_init
+
 #: Model tasks a workflow node can run.
 TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
 #: Tool steps the executor runs on the host (no model replica, no batching).
@@ -47,6 +49,13 @@ class ModelSpec:
     #: its last sequence ends). An executor that cannot join runs such batches one after the
     #: other: results stay right, only the core's predictions are off.
     continuous_batching: bool = False
+    #: Chunked prefill (continuous batching only; 0: off). A joining batch's prompts are
+    #: prefilled over several loop iterations of at most this many tokens each (the running
+    #: sequences' decode tokens count in it), and the running sequences decode one token every
+    #: iteration meanwhile instead of stalling for a whole prompt ("stall-free" batching, as
+    #: in Sarathi-Serve and vLLM). Smaller chunks bound the stall per token; each chunk costs a
+    #: forward of its own, so the prefill itself takes somewhat longer.
+    prefill_chunk_tokens: int = 0
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -68,6 +77,20 @@ class ModelSpec:
             "continuous_batching",
             self.continuous_batching,
             "only generate models batch continuously (task is " + repr(self.task) + ")",
+        )
+        _require(
+            self.prefill_chunk_tokens >= 0,
+            "ModelSpec",
+            "prefill_chunk_tokens",
+            self.prefill_chunk_tokens,
+            ">= 0",
+        )
+        _require(
+            not self.prefill_chunk_tokens or self.continuous_batching,
+            "ModelSpec",
+            "prefill_chunk_tokens",
+            self.prefill_chunk_tokens,
+            "chunked prefill needs continuous_batching (the decode loop it interleaves with)",
         )
 
     @property
@@ -130,6 +153,7 @@ class Request:
         )
 
 
+@fast_init
 @dataclass(frozen=True)
 class InputRef:
     """Where one input of a step lives: a field of an upstream output held on a device.
@@ -146,6 +170,7 @@ class InputRef:
     chunk: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class StepResult:
     """What the executor reports for one item of a finished batch (small metadata only)."""
@@ -161,6 +186,7 @@ class StepResult:
     error: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class BatchResult:
     """Completion of one dispatched batch; ``device_us`` is the measured device time."""

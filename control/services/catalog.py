@@ -34,6 +34,7 @@ class ModelService(CrudService[rec.ModelRecord]):
         r.at_least("tp_degree", 1),
         r.at_least("cost_weight_milli", 0),
         r.boolean("continuous_batching"),
+        r.at_least("prefill_chunk_tokens", 0),
         r.one_of("status", vocab.MODEL_STATUSES),
     )
     unique_keys = (("name", "version"),)
@@ -43,11 +44,14 @@ class ModelService(CrudService[rec.ModelRecord]):
         # a create always names the task; an update is caught here when it sends both fields
         if "task" in values:
             continuous_batching_allowed(values, changed=values.keys())
+        if "prefill_chunk_tokens" in values and "continuous_batching" in values:
+            prefill_chunking_allowed(values, changed=values.keys())
 
     def _check_in_db(self, session: Session, merged: Mapping[str, Any], current: Any) -> None:
         # an update of one field must not leave the stored pair contradictory either
         changed = [k for k, v in merged.items() if current is None or getattr(current, k) != v]
         continuous_batching_allowed(merged, changed=changed)
+        prefill_chunking_allowed(merged, changed=changed)
 
 
 class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):
@@ -91,3 +95,23 @@ def continuous_batching_allowed(model: Mapping[str, Any], changed: Collection[st
             "turn continuous_batching off in the same change",
         )  # fmt: skip
     raise ValidationError("continuous_batching", True, f"task is {task!r}: {ONLY_GENERATE}")
+
+
+def prefill_chunking_allowed(model: Mapping[str, Any], changed: Collection[str]) -> None:
+    """Refuse ``prefill_chunk_tokens`` above 0 on a model without ``continuous_batching``: the
+    chunks interleave with a running decode loop, which only such a model has. The error names
+    the field the call changed (``continuous_batching`` when it turns the loop off under a
+    stored budget). Pure: raises ValidationError or returns None."""
+    chunk = model.get("prefill_chunk_tokens") or 0
+    if not chunk or model.get("continuous_batching"):
+        return
+    if "continuous_batching" in changed and "prefill_chunk_tokens" not in changed:
+        raise ValidationError(
+            "continuous_batching", False, f"prefill_chunk_tokens is {chunk} for this model: "
+            "chunked prefill needs continuous batching; set prefill_chunk_tokens to 0 in the "
+            "same change",
+        )  # fmt: skip
+    raise ValidationError(
+        "prefill_chunk_tokens", chunk,
+        "chunked prefill needs continuous_batching (the decode loop its chunks interleave with)",
+    )  # fmt: skip

@@ -83,6 +83,9 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
     """Core view of a model row; None for tasks the core does not batch (tools)."""
     if row.task == "tool":
         return None
+    # the operator's stored choices; the model service keeps them consistent, and these tests
+    # keep a row written around the service from failing ModelSpec's checks
+    continuous = bool(row.continuous_batching) and row.task == "generate"
     return ModelSpec(
         name=row.name,
         version=row.version,
@@ -92,9 +95,8 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
         max_batch_size=row.max_batch_size,
         max_batch_tokens=row.max_batch_tokens,
         tp_degree=row.tp_degree,
-        # the operator's stored choice; the model service keeps it off for other tasks, and
-        # the task test keeps a row written around the service from failing ModelSpec's check
-        continuous_batching=bool(row.continuous_batching) and row.task == "generate",
+        continuous_batching=continuous,
+        prefill_chunk_tokens=max(0, row.prefill_chunk_tokens or 0) if continuous else 0,
     )
 
 
@@ -102,16 +104,20 @@ def model_ref(row: m.ServedModel) -> ModelRef | None:
     """Executor reference for a model with local weights; None for declared ones."""
     if row.weights_source not in LOADABLE_SOURCES or row.task == "tool":
         return None
+    # the generate adapter chunks its prefills when the core plans for it (see model_spec)
+    chunk = row.prefill_chunk_tokens if row.task == "generate" and row.continuous_batching else 0
+    options = {"prefill_chunk_tokens": chunk} if chunk else {}
     if row.weights_source == "package":
         source = PACKAGE_SOURCE_KINDS.get(row.weights_location)
         if source is None:
             return None
         return ModelRef(
-            name=model_key(row), task=row.task, source=source, expected_mib=row.memory_mib
-        )
+            name=model_key(row), task=row.task, source=source, options=options,
+            expected_mib=row.memory_mib,
+        )  # fmt: skip
     return ModelRef(
         name=model_key(row), task=row.task, source="hf", path=row.weights_location,
-        expected_mib=row.memory_mib,
+        options=options, expected_mib=row.memory_mib,
     )  # fmt: skip
 
 

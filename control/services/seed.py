@@ -111,7 +111,8 @@ def _seed_models(services: Services, summary: SeedSummary) -> dict[str, Any]:
                 memory_mib=s.memory_mib, precisions=list(s.precisions),
                 max_batch_size=s.max_batch_size, max_batch_tokens=s.max_batch_tokens,
                 tp_degree=s.tp_degree, cost_weight_milli=s.cost_weight_milli,
-                continuous_batching=s.continuous_batching),
+                continuous_batching=s.continuous_batching,
+                prefill_chunk_tokens=s.prefill_chunk_tokens),
         )  # fmt: skip
     return models
 

@@ -53,6 +53,7 @@ class ModelRecord:
     tp_degree: int
     cost_weight_milli: int
     continuous_batching: bool
+    prefill_chunk_tokens: int
     status: str
     created_at: datetime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, UniqueConstraint, false
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, UniqueConstraint, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, created_at_column
@@ -46,6 +46,10 @@ class ServedModel(Base):
     #: off on GPU engines but loses throughput on a CPU, where each join's prefill costs a
     #: full weight read. Server default false: rows from before the column stay static.
     continuous_batching: Mapped[bool] = mapped_column(default=False, server_default=false())
+    #: Chunked prefill with continuous batching (0: off): each loop iteration carries the
+    #: running sequences' decode tokens and at most this many tokens in all, the rest of the
+    #: budget going to waiting prompts, so a long prompt no longer stalls the running answers.
+    prefill_chunk_tokens: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     status: Mapped[str] = mapped_column(String(16), default="active")
     created_at: Mapped[datetime] = created_at_column()
 

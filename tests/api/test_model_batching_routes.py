@@ -66,3 +66,51 @@ async def test_patch_to_a_contradiction_is_refused_and_writes_nothing(
 async def test_a_non_boolean_is_refused_by_the_schema(admin) -> None:
     r = await admin.post("/admin/models", json={**LLM, "continuous_batching": [1]})
     assert r.status_code == 422 and r.json()["field"] == "body.continuous_batching"
+
+
+# ----- prefill_chunk_tokens: chunked prefill, with continuous batching only
+
+
+async def test_chunk_budget_round_trips_and_reaches_the_model(admin) -> None:
+    r = await admin.post("/admin/models", json={**LLM, "continuous_batching": True,
+                                                "prefill_chunk_tokens": 512})  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert r.json()["prefill_chunk_tokens"] == 512
+    item = f"/admin/models/{r.json()['id']}"
+    r = await admin.patch(item, json={"prefill_chunk_tokens": 256})
+    assert r.status_code == 200 and r.json()["prefill_chunk_tokens"] == 256
+    # turning both off in one change is consistent
+    r = await admin.patch(item, json={"continuous_batching": False, "prefill_chunk_tokens": 0})
+    assert r.status_code == 200 and r.json()["prefill_chunk_tokens"] == 0
+    plain = await admin.post("/admin/models", json={**LLM, "name": "plain"})
+    assert plain.json()["prefill_chunk_tokens"] == 0  # off unless asked for
+
+
+@pytest.mark.parametrize(
+    ("start", "change", "field"),
+    [
+        ({}, {"prefill_chunk_tokens": 512}, "prefill_chunk_tokens"),
+        ({"continuous_batching": True, "prefill_chunk_tokens": 512},
+         {"continuous_batching": False}, "continuous_batching"),
+    ],
+)  # fmt: skip
+async def test_chunking_without_the_decode_loop_is_refused_and_writes_nothing(
+    stack, admin, start: dict, change: dict, field: str
+) -> None:
+    made = (await admin.post("/admin/models", json={**LLM, **start})).json()
+    before = row_counts(stack.factory)
+    r = await admin.patch(f"/admin/models/{made['id']}", json=change)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field and "chunked prefill needs continuous" in r.json()["detail"]
+    assert row_counts(stack.factory) == before
+    assert (await admin.get(f"/admin/models/{made['id']}")).json() == made
+
+
+async def test_a_create_asking_for_chunks_without_the_loop_is_refused(stack, admin) -> None:
+    before = row_counts(stack.factory)
+    r = await admin.post("/admin/models", json={**LLM, "prefill_chunk_tokens": 64})
+    assert r.status_code == 422 and r.json()["field"] == "prefill_chunk_tokens"
+    r = await admin.post("/admin/models", json={**LLM, "continuous_batching": True,
+                                                "prefill_chunk_tokens": -1})  # fmt: skip
+    assert r.status_code == 422 and r.json()["field"] == "body.prefill_chunk_tokens"
+    assert row_counts(stack.factory) == before

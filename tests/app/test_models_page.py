@@ -77,3 +77,28 @@ def test_only_changed_fields_are_sent() -> None:
     wanted = {"max_batch_size": 8, "max_batch_tokens": 4096, "continuous_batching": True}
     assert changes(model, wanted) == {"continuous_batching": True}
     assert changes(model, dict(model)) == {}
+
+
+def test_operator_sets_the_prefill_chunk_budget_and_is_refused_without_the_loop(
+    http, console: AppTest
+) -> None:
+    models = _models(http)
+    llm, static = models["llama-70b:1"], models["smollm2-135m:1"]
+    assert llm["prefill_chunk_tokens"] == 512  # the demo seed's choice
+    open_page(signed_in(console), "placement.py")
+    try:
+        console.selectbox(key="me_pick").set_value(llm["id"]).run()
+        console.number_input(key=f"me_chunk_{llm['id']}").set_value(256)
+        console.button(key="me_save").click().run()
+        assert _models(http)["llama-70b:1"]["prefill_chunk_tokens"] == 256
+        # a static model has no decode loop to interleave chunks with: refused, nothing written
+        before = _models(http)
+        console.selectbox(key="me_pick").set_value(static["id"]).run()
+        console.number_input(key=f"me_chunk_{static['id']}").set_value(512)
+        console.button(key="me_save").click().run()
+        assert _models(http) == before
+        messages = [e.value for e in console.error]
+        assert any(m.startswith("prefill_chunk_tokens:") and "needs continuous_batching" in m
+                   for m in messages), messages  # fmt: skip
+    finally:  # the API is shared by the module's tests: leave the seeded value
+        http.patch(f"/admin/models/{llm['id']}", json={"prefill_chunk_tokens": 512})

@@ -121,6 +121,29 @@ def test_a_join_is_predicted_to_stall_the_running_batch_by_its_prefill() -> None
     assert rec.busy_until <= 0.001  # a slot is still free: new work could start now
 
 
+def test_a_chunked_join_is_predicted_as_chunks_beside_the_running_decode_tokens() -> None:
+    chunked = replace(CB, prefill_chunk_tokens=32)
+    lat = latency([chunked])
+    core = core_for(chunked)
+    drain_first(core, chunked)  # 2 running sequences
+    (join,) = submit(core, 0.001, request(2, chunked))
+    # 64 prompt tokens, 30 per iteration beside the 2 running decode tokens: 30 + 30 + 4
+    fwd = [lat.forward_us(chunked.key, "gpu-a", 1, t) for t in (32, 32, 6)]
+    decode = lat.decode_us(chunked.key, "gpu-a", 3, 16)
+    # the first batch (2 x 64 tokens, nothing running) took 4 chunks of 32 from t=0
+    first_prefill_end = 4 * lat.forward_us(chunked.key, "gpu-a", 1, 32) / 1e6
+    backlog = int((first_prefill_end - 0.001) * 1e6)
+    assert join.predicted_us == backlog + sum(fwd) + decode
+    assert sum(fwd) != lat.forward_us(chunked.key, "gpu-a", 1, 64)  # chunks cost their own
+
+
+def test_spec_refuses_chunked_prefill_without_continuous_batching() -> None:
+    with pytest.raises(ValueError, match="prefill_chunk_tokens.*needs continuous_batching"):
+        ModelSpec("g", "1", "generate", 10, prefill_chunk_tokens=512)
+    with pytest.raises(ValueError, match="prefill_chunk_tokens.*>= 0"):
+        replace(CB, prefill_chunk_tokens=-1)
+
+
 def test_routing_prefers_the_less_crowded_loop() -> None:
     """Two continuous replicas with free slots both "can start now": the one whose loop is
     emptier (no prefill backlog, fewer sequences to decode beside) wins, not the first id."""

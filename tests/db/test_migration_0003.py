@@ -5,11 +5,10 @@ table's other checks."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from db import migrate
-from db.session import make_engine
+from tests.db.raw import model_columns, run_sql
 
 INSERT = (
     "INSERT INTO models (name, version, task, weights_source, weights_location, memory_mib, "
@@ -18,47 +17,29 @@ INSERT = (
 )
 
 
-def _run(url: str, sql: str, **params: object) -> list[tuple]:
-    engine = make_engine(url)
-    try:
-        with engine.begin() as conn:
-            result = conn.execute(text(sql), params)
-            return [tuple(r) for r in result] if result.returns_rows else []
-    finally:
-        engine.dispose()
-
-
-def _columns(url: str) -> set[str]:
-    engine = make_engine(url)
-    try:
-        return {c["name"] for c in inspect(engine).get_columns("models")}
-    finally:
-        engine.dispose()
-
-
 def test_upgrade_gives_existing_models_false_and_downgrade_drops_the_column(
     empty_db_url: str,
 ) -> None:
     migrate.upgrade(empty_db_url, "0002")
-    assert "continuous_batching" not in _columns(empty_db_url)
-    _run(empty_db_url, INSERT, name="old-llm", task="generate", mib=100)
+    assert "continuous_batching" not in model_columns(empty_db_url)
+    run_sql(empty_db_url, INSERT, name="old-llm", task="generate", mib=100)
 
     migrate.upgrade(empty_db_url, "0003")
     assert migrate.current(empty_db_url) == "0003"
-    rows = _run(empty_db_url, "SELECT name, continuous_batching FROM models")
+    rows = run_sql(empty_db_url, "SELECT name, continuous_batching FROM models")
     assert [(n, bool(c)) for n, c in rows] == [("old-llm", False)]
     with pytest.raises(IntegrityError):
-        _run(empty_db_url, "UPDATE models SET continuous_batching = NULL")
-    _run(empty_db_url, "UPDATE models SET continuous_batching = :on", on=True)
-    assert bool(_run(empty_db_url, "SELECT continuous_batching FROM models")[0][0]) is True
+        run_sql(empty_db_url, "UPDATE models SET continuous_batching = NULL")
+    run_sql(empty_db_url, "UPDATE models SET continuous_batching = :on", on=True)
+    assert bool(run_sql(empty_db_url, "SELECT continuous_batching FROM models")[0][0]) is True
 
     migrate.downgrade(empty_db_url, "0002")
     assert migrate.current(empty_db_url) == "0002"
-    assert "continuous_batching" not in _columns(empty_db_url)
-    assert _run(empty_db_url, "SELECT name FROM models") == [("old-llm",)]
+    assert "continuous_batching" not in model_columns(empty_db_url)
+    assert run_sql(empty_db_url, "SELECT name FROM models") == [("old-llm",)]
     # the table's checks survive the downgrade (SQLite rebuilds the table to drop a column)
     with pytest.raises(IntegrityError):
-        _run(empty_db_url, INSERT, name="bad", task="generate", mib=0)
+        run_sql(empty_db_url, INSERT, name="bad", task="generate", mib=0)
 
     migrate.upgrade(empty_db_url)
     assert migrate.check(empty_db_url) == []

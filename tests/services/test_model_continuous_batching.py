@@ -102,3 +102,39 @@ def test_fleet_state_spec_follows_the_stored_setting(services: Services, session
     assert specs() == {"llm-on": True, "llm-off": False, "enc": False}
     services.models.update(ACTOR, on.id, continuous_batching=False)
     assert specs()["llm-on"] is False
+
+
+def test_fleet_state_hands_the_chunk_budget_to_the_core_and_the_executor(
+    services: Services, session_factory
+) -> None:
+    from control.services.fleet_state import model_ref
+    from db.models import ServedModel
+
+    for name, chunk in (("llm-chunked", 256), ("llm-whole", 0)):
+        services.models.create(
+            ACTOR, name=name, version="1", task="generate", weights_source="path",
+            weights_location="/models/llm", memory_mib=100, continuous_batching=True,
+            prefill_chunk_tokens=chunk,
+        )  # fmt: skip
+    with session_scope(session_factory) as session:
+        state = load_fleet_state(session, include_declared=True)
+        refs = {r.name: model_ref(r) for r in session.query(ServedModel)}
+    chunks = {m.name: m.prefill_chunk_tokens for m in state.models}
+    assert chunks == {"llm-chunked": 256, "llm-whole": 0}
+    assert refs["llm-chunked"].options == {"prefill_chunk_tokens": 256}
+    assert refs["llm-whole"].options == {}  # the adapter prefills whole prompts
+
+
+def test_update_refuses_chunks_without_the_loop_and_writes_nothing(
+    services: Services, session_factory
+) -> None:
+    made = _model(services, "m", "generate", continuous_batching=True, prefill_chunk_tokens=512)
+    before = row_counts(session_factory)
+    with pytest.raises(ValidationError) as err:
+        services.models.update(ACTOR, made.id, continuous_batching=False)
+    assert err.value.field == "continuous_batching"
+    assert row_counts(session_factory) == before
+    after = services.models.update(
+        ACTOR, made.id, continuous_batching=False, prefill_chunk_tokens=0
+    )
+    assert (after.continuous_batching, after.prefill_chunk_tokens) == (False, 0)

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.continuous import ContinuousEngine, Joiner, Lanes, Timing
+from sim.continuous import ContinuousEngine, Joiner, Timing
+from sim.lanes import Lanes
 
 FIXED, PER_SEQ = 700, 90  # decode: FIXED + PER_SEQ x n per iteration
 

@@ -101,6 +101,13 @@ CONTINUOUS_BATCHING = (
     "weight read)"
 )
 
+PREFILL_CHUNK_TOKENS = (
+    "continuous batching only (0: off): each decode-loop iteration carries the running "
+    "sequences' tokens and at most this many tokens in all, the rest going to waiting prompts "
+    "in chunks, so a long prompt does not stall the answers already decoding (512 is a common "
+    "latency setting; a loaded replica's executor takes a new value when it next loads)"
+)
+
 
 class ModelOut(Dto):
     id: int
@@ -117,6 +124,7 @@ class ModelOut(Dto):
     tp_degree: int
     cost_weight_milli: int
     continuous_batching: bool
+    prefill_chunk_tokens: int
     status: str
     created_at: datetime
 
@@ -135,6 +143,7 @@ class ModelCreate(Body):
     tp_degree: Positive = 1
     cost_weight_milli: NonNegative = Field(1000, description="cost units per 1000 tokens")
     continuous_batching: bool = Field(False, description=CONTINUOUS_BATCHING)
+    prefill_chunk_tokens: NonNegative = Field(0, description=PREFILL_CHUNK_TOKENS)
     status: ModelStatus = "active"
 
 
@@ -152,6 +161,7 @@ class ModelUpdate(Body):
     tp_degree: Positive | None = None
     cost_weight_milli: NonNegative | None = None
     continuous_batching: bool | None = Field(None, description=CONTINUOUS_BATCHING)
+    prefill_chunk_tokens: NonNegative | None = Field(None, description=PREFILL_CHUNK_TOKENS)
     status: ModelStatus | None = None
 
 

@@ -5,20 +5,24 @@ prefix reuse.
 step for the whole batch:
 
 1. Prefill, fused. Each prompt's longest cached prefix (see :mod:`prefix_cache`) is reused and
-   only its remaining tokens (the suffix) are computed. The batch's cache is laid out per row as
-   ``[left padding | cached prefix | suffix | right padding]``: cached prefixes are left-padded
-   to the longest hit, suffixes right-padded to the longest suffix. An attention mask hides the
-   padding and explicit position ids keep each row's own positions, so a row computes exactly
-   what it would alone. Right-padding the suffixes means no query row is ever fully masked (a
-   padded query still sees its row's real tokens), which keeps every attention backend finite.
-   Logits are kept only at each row's last real position (``logits_to_keep``), not for every
-   prompt token: the LM head is a fifth of a small model's weights.
+   only its remaining tokens (the suffix) are computed, for all rows in one forward, each row
+   exactly as it would be alone (padding masked, explicit positions); logits are kept only at
+   each row's last position. See :mod:`generate_chunks`.
 2. Decode, together. The same cache continues (its padding stays masked); rows that finished
    are dropped from the batch so they stop costing compute.
 3. Continuous batching (``run_continuous``): at every decode step boundary, batches of the same
-   replica waiting in the worker join the running loop (their own fused prefill, then their
-   cache rows are merged in; see :mod:`generate_join`), and each batch is reported as soon as
-   its own items are done. ``run`` is the same loop for one batch, with nothing joining.
+   replica waiting in the worker join the running loop (their own prefill, then their cache
+   rows are merged in; see :mod:`generate_join`), and each batch is reported as soon as its own
+   items are done. ``run`` is the same loop for one batch, with nothing joining.
+4. Chunked prefill (model option ``prefill_chunk_tokens``, an int; absent or 0: off). A long
+   joining prompt would stall every running row for its whole prefill. With the option, a
+   group's suffixes are prefilled in chunks of at most that many tokens (over the group's rows)
+   and the running rows make one decode step between two chunks ("stall-free batching", as in
+   Sarathi-Serve and vLLM); waiting groups are prefilled first come first served, one chunk per
+   loop iteration. The first group of a loop is chunked the same way, its chunks back to back
+   (nothing runs yet to interleave with): one code path, and no forward ever computes more
+   than the budget, which bounds a forward's activation memory and duration. Outputs are the
+   same with or without chunks.
 
 Why fused and not one prefill per prompt: on a CPU (and for small batches on a GPU) a forward's
 cost is dominated by reading the weights, so N single-prompt prefills cost about N decode
@@ -58,9 +62,10 @@ from control.executor.adapters.base import (
     module_mib,
     require,
 )
+from control.executor.adapters.generate_chunks import GroupPrefill
 from control.executor.adapters.generate_join import DecodeLoop, OneBatch
 from control.executor.adapters.prefix_cache import KV, PrefixKvCache
-from control.executor.base import GenParams
+from control.executor.base import ExecutorError, GenParams
 
 
 @dataclass
@@ -84,6 +89,7 @@ class GenerateAdapter:
     task = "generate"
 
     def __init__(self, folder: Path, device: torch.device, options: dict) -> None:
+        self.chunk_tokens = _chunk_tokens(options)  # checked before the (slow) model load
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.chat = bool(options.get("chat", True)) and bool(self.tokenizer.chat_template)
@@ -126,20 +132,21 @@ class GenerateAdapter:
     def run_continuous(self, first: BatchGroup, joins: Callable[[], Sequence[BatchGroup]]) -> None:
         """Decode ``first`` and every group that joins at a step boundary; report each group
         when its rows are done. A joiner whose own prefill raises is failed alone (the running
-        rows are untouched: merging happens after it succeeded); any other error propagates."""
+        rows are untouched: merging happens after it succeeded); any other error propagates.
+        With chunked prefill, each iteration runs one chunk of the oldest waiting joiner, then
+        one decode step of the running rows."""
         loop = DecodeLoop(self)
         loop.add(first)
         while True:
             loop.report_finished()
-            if not loop.live:
+            if not loop.live and not loop.waiting:
                 return
             for group in joins():
-                try:
-                    loop.add(group)
-                except Exception as err:  # its own failure, not the running rows'
-                    group.fail(f"{type(err).__name__}: {err}")
+                loop.join(group)  # whole now, or queued for its chunks
+            loop.prefill_chunk()
             loop.report_finished()  # joiners done at their first token go out now
-            loop.step()
+            if loop.live:  # false only while a joiner is prefilled after every row finished
+                loop.step()
 
     def tokenize(self, items: Sequence[PreparedItem]) -> tuple[list[_Seq | None], dict[int, str]]:
         """Decoding state per item (None for an item with unusable inputs) and those errors."""
@@ -156,6 +163,13 @@ class GenerateAdapter:
             seqs.append(_Seq(prompt_ids=list(ids), params=p.item.params, generator=gen))
         return seqs, errors
 
+    def _prefill(self, seqs: list[_Seq]) -> tuple[DynamicCache, torch.Tensor]:
+        """The whole prefill of ``seqs`` (see :class:`GroupPrefill`): sets each row's first-token
+        logits, stores each prompt's KV in the prefix cache; returns the group's cache and mask."""
+        prefill = GroupPrefill(self, seqs, self.chunk_tokens)
+        prefill.finish()
+        return prefill.cache, prefill.mask
+
     @staticmethod
     def _output(s: _Seq | None, error: str | None) -> ItemOutput:
         if s is None:
@@ -168,49 +182,6 @@ class GenerateAdapter:
             prefix_hit_tokens=s.hit,
             item_count=1,
         )
-
-    # ---- prefill ------------------------------------------------------------------------------
-
-    def _prefill(self, seqs: list[_Seq]) -> tuple[DynamicCache, torch.Tensor]:
-        """One forward over every row's uncached suffix; sets each row's first-token logits and
-        stores each whole prompt's KV in the prefix cache. Returns the batch cache and mask."""
-        for s in seqs:
-            s.hit, s.cached = self.prefix_cache.lookup(s.prompt_ids)
-        width = max(s.hit for s in seqs)  # past columns (cached prefixes, left-padded)
-        suffix = [len(s.prompt_ids) - s.hit for s in seqs]
-        span = max(suffix)  # new columns (suffixes, right-padded)
-        ids = torch.full((len(seqs), span), self.pad_id, dtype=torch.long)
-        pos = torch.zeros((len(seqs), span), dtype=torch.long)
-        mask = torch.zeros((len(seqs), width + span), dtype=torch.long)
-        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
-            ids[row, :n] = torch.tensor(s.prompt_ids[s.hit :])
-            pos[row, :n] = torch.arange(s.hit, s.hit + n)
-            pos[row, n:] = s.hit + n - 1  # padding: any valid position, masked anyway
-            mask[row, width - s.hit : width + n] = 1
-        past = DynamicCache(ddp_cache_data=_left_pad(seqs, width)) if width else DynamicCache()
-        last = sorted(set(n - 1 for n in suffix))
-        out = self.model(
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            position_ids=pos.to(self.device),
-            cache=past,
-            use_cache=True,
-            logits_to_keep=torch.tensor(last, device=self.device),
-        )
-        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
-            s.next_logits = out.logits[row, last.index(n - 1)].float()
-            s.cached = None
-        if self.prefix_cache.max_bytes:
-            self._store_prompts(seqs, out.cache, width, suffix)
-        return out.cache, mask.to(self.device)
-
-    def _store_prompts(self, seqs, cache, width: int, suffix: list[int]) -> None:  # noqa: ANN001
-        layers = [(layer.keys, layer.values) for layer in cache.layers]
-        for row, (s, n) in enumerate(zip(seqs, suffix, strict=True)):
-            lo, hi = width - s.hit, width + n
-            kv = [(k[row : row + 1, :, lo:hi].clone(), v[row : row + 1, :, lo:hi].clone())
-                  for k, v in layers]  # fmt: skip
-            self.prefix_cache.store(s.prompt_ids, kv)
 
     # ---- sampling and stopping ----------------------------------------------------------------
 
@@ -253,22 +224,16 @@ class GenerateAdapter:
             seq.streamed = safe
 
 
-def _left_pad(seqs: list[_Seq], width: int) -> KV:
-    """Stack the rows' cached prefixes (1, heads, hit, dim) into (batch, heads, width, dim),
-    padding on the left; a row without a hit is all padding."""
-    template = next(s.cached for s in seqs if s.cached)
-    layers = []
-    for layer, (k0, v0) in enumerate(template):
-        keys, values = [], []
-        for s in seqs:
-            if s.cached:
-                k, v = s.cached[layer]
-            else:
-                k, v = k0[:, :, :0], v0[:, :, :0]
-            keys.append(torch.nn.functional.pad(k, (0, 0, width - s.hit, 0)))
-            values.append(torch.nn.functional.pad(v, (0, 0, width - s.hit, 0)))
-        layers.append((torch.cat(keys, 0), torch.cat(values, 0)))
-    return layers
+def _chunk_tokens(options: dict) -> int:
+    """The ``prefill_chunk_tokens`` option: an int >= 0 (absent, None or 0: no chunks)."""
+    value = options.get("prefill_chunk_tokens")
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ExecutorError(
+            f"generate option 'prefill_chunk_tokens' must be an int >= 0 (0: off), got {value!r}"
+        )
+    return value
 
 
 def _earliest_stop(text: str, stops: Sequence[str]) -> int | None:

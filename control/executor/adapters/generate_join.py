@@ -5,8 +5,8 @@ batch (a *group*, see :class:`~control.executor.adapters.base.BatchGroup`). Its 
 batch KV cache, ``(rows, heads, width, dim)`` per layer, the attention mask ``(rows, width)``
 and each row's next position.
 
-Joining. A group's prompts are prefilled on their own (one fused forward, prefix reuse as for
-any batch: see :mod:`generate`), which gives a cache and mask of their own width. The narrower
+Joining. A group's prompts are prefilled on their own (prefix reuse as for any batch: see
+:mod:`generate_chunks`), which gives a cache and mask of their own width. The narrower
 of the running cache and the new one is padded with masked columns and the two are concatenated
 along the rows. Every row stays exact: each step appends the new token in the rightmost column
 for all rows, the mask hides padding wherever it sits and explicit position ids keep each row's
@@ -15,6 +15,14 @@ share the batch. Sampling uses each item's own generator, so seeded outputs do n
 the company either. Padding goes on the LEFT (the rows stay aligned on their newest column):
 then the columns that no remaining row uses all sit at the left edge, where they can be cut off
 (below), instead of being holes in the middle that stay for the rest of the loop.
+
+Chunked joining (the adapter's ``chunk_tokens`` > 0). A joiner is not prefilled at once but
+queued (:meth:`DecodeLoop.join`); each loop iteration, :meth:`DecodeLoop.prefill_chunk` runs
+ONE chunk forward of the oldest queued group, then the running rows make their decode step, so
+they keep producing a token per iteration while a long prompt is prefilled. Queued groups go
+first come first served: the next one starts (and looks up the prefix cache, which may then
+hold the previous one's prompts) once the previous one has merged. A group's partial cache is
+its own until its last chunk: a chunk that raises fails that group alone.
 
 Leaving. A group is reported (``finish``) as soon as its own rows are done, not when the loop
 ends. Finished rows leave the batch at the next step, and columns no live row uses any more
@@ -26,6 +34,7 @@ prefill, sampling and stopping.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -34,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from control.executor.adapters.base import BatchGroup, ItemOutput, PreparedItem, RunContext
+from control.executor.adapters.generate_chunks import GroupPrefill
 
 if TYPE_CHECKING:
     from control.executor.adapters.generate import GenerateAdapter, _Seq
@@ -66,6 +76,16 @@ class _Member:
 
 
 @dataclass
+class _Joining:
+    """A tokenized group on its way in: its rows that have a prompt, and their prefill once
+    started (chunked joins wait in the loop's queue as one of these)."""
+
+    member: _Member
+    live: list[tuple[_Seq, PreparedItem]]
+    prefill: GroupPrefill | None = None
+
+
+@dataclass
 class _Row:
     seq: _Seq
     prepared: PreparedItem
@@ -80,6 +100,7 @@ class DecodeLoop:
         self.cache = None  # DynamicCache of the rows, once there are any
         self.mask: torch.Tensor | None = None
         self.positions: torch.Tensor | None = None
+        self.waiting: deque[_Joining] = deque()  # chunked joiners, oldest first
 
     @property
     def live(self) -> bool:
@@ -87,20 +108,70 @@ class DecodeLoop:
         return any(not row.seq.done for row in self.rows)
 
     def add(self, group: BatchGroup) -> None:
-        """Prefill a group, sample its first tokens and merge its unfinished rows in.
+        """Prefill a group (its chunks back to back), sample its first tokens and merge its
+        unfinished rows in.
 
         Raises only before anything of the loop changed (the prefill): the caller may then
         fail the group alone and go on."""
-        a = self.adapter
-        seqs, errors = a.tokenize(group.items)
+        joining = self._tokenize(group)
+        if joining.live:
+            joining.prefill = self._start(joining)
+            joining.prefill.finish(between=group.ctx.tick)
+        self._merge_group(joining)
+
+    def join(self, group: BatchGroup) -> None:
+        """Take a group in at a step boundary: prefilled and merged now (no chunking), or
+        queued for its chunks. A group that raises is failed alone."""
+        try:
+            if not self.adapter.chunk_tokens:
+                self.add(group)
+                return
+            joining = self._tokenize(group)
+            if joining.live:
+                self.waiting.append(joining)
+            else:  # nothing to prefill: it joins (and is reported) at once
+                self._merge_group(joining)
+        except Exception as err:  # its own failure, not the running rows'
+            group.fail(f"{type(err).__name__}: {err}")
+
+    def prefill_chunk(self) -> None:
+        """One chunk forward of the oldest queued group; after its last chunk the group is
+        merged (its first tokens sampled). A group whose chunk raises is dropped and failed
+        alone: its partial cache never touched the running rows."""
+        if not self.waiting:
+            return
+        head = self.waiting[0]
+        try:
+            if head.prefill is None:
+                head.prefill = self._start(head)
+            head.prefill.advance()
+            if not head.prefill.done:
+                head.member.group.ctx.tick()
+                return
+            self.waiting.popleft()
+            self._merge_group(head)  # as in ``add``: raises before the running rows change
+        except Exception as err:  # its own failure, not the running rows'
+            if self.waiting and self.waiting[0] is head:
+                self.waiting.popleft()
+            head.member.group.fail(f"{type(err).__name__}: {err}")
+
+    def _tokenize(self, group: BatchGroup) -> _Joining:
+        seqs, errors = self.adapter.tokenize(group.items)
         live = [(s, p) for s, p in zip(seqs, group.items, strict=True) if s is not None]
-        cache = mask = None
-        if live:
-            cache, mask = a._prefill([s for s, _ in live])
-        member = _Member(group, seqs, errors)
+        return _Joining(_Member(group, seqs, errors), live)
+
+    def _start(self, joining: _Joining) -> GroupPrefill:
+        seqs = [s for s, _ in joining.live]
+        return GroupPrefill(self.adapter, seqs, self.adapter.chunk_tokens)
+
+    def _merge_group(self, joining: _Joining) -> None:
+        """A prefilled group (or one without rows) joins: first tokens, then its rows."""
+        a, member, live = self.adapter, joining.member, joining.live
         self.members.append(member)
         if not live:
             return
+        group = member.group
+        cache, mask = joining.prefill.cache, joining.prefill.mask
         for seq, prepared in live:
             a._accept(seq, a._sample(seq), prepared, group.ctx)
         group.ctx.tick()
