@@ -137,18 +137,20 @@ class FinishRequest:
         return row
 
 
-_ORDER = {AcceptRequest: 0, BillStep: 1, FinishRequest: 2}
+#: The order a batch's operations are applied in, whatever order they came in: accepts first
+#: (a bill or an end needs its request's row), then bills, then ends.
+OP_ORDER = {AcceptRequest: 0, BillStep: 1, FinishRequest: 2}
 
 
 def apply_run_records(session: Session, ops: Sequence[Any]) -> list[Any]:
     """Apply ``ops`` in the open transaction; one outcome per op, in the order given."""
     outcomes: list[Any] = [None] * len(ops)
-    by_kind: dict[type, list[int]] = {kind: [] for kind in _ORDER}
+    by_kind: dict[type, list[int]] = {kind: [] for kind in OP_ORDER}
     for i, op in enumerate(ops):
         if type(op) not in by_kind:
             raise TypeError(f"unknown run-record operation {type(op).__name__}")
         by_kind[type(op)].append(i)
-    folded = _fold_finishes(ops, by_kind)
+    folded = fold_finishes(ops, by_kind)
     _accept(session, ops, by_kind[AcceptRequest], outcomes, folded)
     billed = lifecycle.insert_usage(session, [ops[i].row() for i in by_kind[BillStep]])
     for i in by_kind[BillStep]:
@@ -162,7 +164,7 @@ def apply_run_records(session: Session, ops: Sequence[Any]) -> list[Any]:
     return outcomes
 
 
-def _fold_finishes(ops: Sequence[Any], by_kind: dict[type, list[int]]) -> dict[int, Any]:
+def fold_finishes(ops: Sequence[Any], by_kind: dict[type, list[int]]) -> dict[int, Any]:
     """Finishes of requests accepted (without an idempotency key) in this same batch: their
     row is inserted already ended, one statement instead of an insert and an update. Returns
     finish index -> the FinishRequest, for the accept of the same request id."""
@@ -181,7 +183,7 @@ def _accept(
     records = [ops[i].record for i in idx]
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for x in records:  # one executemany per column set (ended rows carry more columns)
-        row = _row(x, ends.get(x.id))
+        row = request_row(x, ends.get(x.id))
         groups.setdefault(tuple(sorted(row)), []).append(row)
     inserted: set[str] = set()
     for rows in groups.values():
@@ -207,7 +209,7 @@ def _accept(
 _UNSET_ON_ACCEPT = frozenset({"started_at", "first_token_at", "finished_at", "error", "result"})
 
 
-def _row(record: rec.RequestRecord, end: FinishRequest | None = None) -> dict[str, Any]:
+def request_row(record: rec.RequestRecord, end: FinishRequest | None = None) -> dict[str, Any]:
     """The insert row of a new request; with ``end``, already in its terminal state (only
     the end's fields that are set: None stays NULL, never JSON null)."""
     fields = rec.RequestRecord.__dataclass_fields__

@@ -25,13 +25,13 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 
 from control.services.run_records import (
-    _ORDER,
+    OP_ORDER,
     AcceptRequest,
     BillStep,
     FinishRequest,
     Submission,
-    _fold_finishes,
-    _row,
+    fold_finishes,
+    request_row,
 )
 from control.store import lifecycle
 
@@ -78,7 +78,7 @@ class SqliteRunRecords:
         self.requests = _Statements(lifecycle.REQUESTS, dialect)
         self.usage = _Statements(lifecycle.USAGE, dialect)
         quote = self.requests.quote
-        fields = lifecycle._FINISH_FIELDS
+        fields = lifecycle.FINISH_FIELDS
         sets = ", ".join(f"{quote(f)} = ?" for f in fields)
         open_ = ", ".join(f"'{s}'" for s in lifecycle.OPEN_STATUSES)
         self._finish_sql = (f"UPDATE {quote(lifecycle.REQUESTS.name)} SET {sets} "
@@ -92,18 +92,18 @@ class SqliteRunRecords:
 
     def __call__(self, conn: Any, ops: Sequence[Any]) -> list[Any] | None:
         outcomes: list[Any] = [None] * len(ops)
-        by_kind: dict[type, list[int]] = {kind: [] for kind in _ORDER}
+        by_kind: dict[type, list[int]] = {kind: [] for kind in OP_ORDER}
         for i, op in enumerate(ops):
             if type(op) not in by_kind:
                 raise TypeError(f"unknown run-record operation {type(op).__name__}")
             by_kind[type(op)].append(i)
-        folded = _fold_finishes(ops, by_kind)
+        folded = fold_finishes(ops, by_kind)
         ends = {f.request_id: f for f in folded.values()}
         cur = conn.cursor()
         try:
             for i in by_kind[AcceptRequest]:
                 record = ops[i].record
-                row = _row(record, ends.get(record.id))
+                row = request_row(record, ends.get(record.id))
                 columns = tuple(sorted(row))
                 cur.execute(self.requests.insert(columns), self.requests.values(columns, row))
                 if cur.rowcount != 1:

@@ -25,7 +25,7 @@ REQUESTS: Table = m.Request.__table__  # type: ignore[assignment]
 USAGE: Table = m.UsageEntry.__table__  # type: ignore[assignment]
 #: Statuses a run may still leave; a finishing update never overwrites a terminal row.
 OPEN_STATUSES = ("queued", "running")
-_FINISH_FIELDS = ("status", "started_at", "first_token_at", "finished_at", "result", "error")
+FINISH_FIELDS = ("status", "started_at", "first_token_at", "finished_at", "result", "error")
 
 
 class UnsupportedBackend(RuntimeError):
@@ -80,9 +80,9 @@ def finish_requests(session: Session, rows: Sequence[Mapping[str, Any]]) -> int:
     stmt = (
         update(REQUESTS)
         .where(REQUESTS.c.id == bindparam("rid"), still_open)
-        .values({f: bindparam(f"v_{f}") for f in _FINISH_FIELDS})
+        .values({f: bindparam(f"v_{f}") for f in FINISH_FIELDS})
     )
-    params = [{"rid": r["id"], **{f"v_{f}": r.get(f) for f in _FINISH_FIELDS}} for r in rows]
+    params = [{"rid": r["id"], **{f"v_{f}": r.get(f) for f in FINISH_FIELDS}} for r in rows]
     result = session.execute(stmt, params)
     return int(result.rowcount or 0)
 
