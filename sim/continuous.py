@@ -170,12 +170,7 @@ class ContinuousEngine:
                     break
                 pending.pop(0)
                 t += j.prefill_us
-                rem = sorted(o for o in j.outputs if o > 0)
-                n = sum(len(r.rem) for r in running) + len(j.outputs)
-                if rem:
-                    running.append(_Run(j.batch_id, rem, j.factor, t, n))
-                else:  # nothing to decode: it ends with its prefill
-                    out[j.batch_id] = Timing(t, t, n)
+                _enter(j, t, running, out)
                 continue
             if not running:
                 if not pending or (settle_to is not None and pending[0][0] > settle_to):
@@ -252,10 +247,16 @@ class ContinuousEngine:
                 left[j.batch_id] = todo
                 continue
             pending.pop(0)  # prompts are served in order: a finished one is the first
-            rem = sorted(o for o in j.outputs if o > 0)
-            size = sum(len(r.rem) for r in running) + len(j.outputs)
-            if rem:
-                running.append(_Run(j.batch_id, rem, j.factor, end, size))
-            else:  # nothing to decode: it ends with its prefill
-                out[j.batch_id] = Timing(end, end, size)
+            _enter(j, end, running, out)
         return end
+
+
+def _enter(j: Joiner, t: int, running: list[_Run], out: dict[str, Timing]) -> None:
+    """``j``'s prefill ended at ``t`` (its first token): its sequences join ``running``, or it
+    ends there when it has nothing to decode."""
+    rem = sorted(o for o in j.outputs if o > 0)
+    size = sum(len(r.rem) for r in running) + len(j.outputs)
+    if rem:
+        running.append(_Run(j.batch_id, rem, j.factor, t, size))
+    else:  # nothing to decode: it ends with its prefill
+        out[j.batch_id] = Timing(t, t, size)

@@ -83,9 +83,6 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
     """Core view of a model row; None for tasks the core does not batch (tools)."""
     if row.task == "tool":
         return None
-    # the operator's stored choices; the model service keeps them consistent, and these tests
-    # keep a row written around the service from failing ModelSpec's checks
-    continuous = bool(row.continuous_batching) and row.task == "generate"
     return ModelSpec(
         name=row.name,
         version=row.version,
@@ -95,17 +92,27 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
         max_batch_size=row.max_batch_size,
         max_batch_tokens=row.max_batch_tokens,
         tp_degree=row.tp_degree,
-        continuous_batching=continuous,
-        prefill_chunk_tokens=max(0, row.prefill_chunk_tokens or 0) if continuous else 0,
+        continuous_batching=_continuous(row),
+        prefill_chunk_tokens=_chunk_tokens(row),
     )
+
+
+def _continuous(row: m.ServedModel) -> bool:
+    # the operator's stored choices; the model service keeps them consistent, and these tests
+    # keep a row written around the service from failing ModelSpec's checks
+    return bool(row.continuous_batching) and row.task == "generate"
+
+
+def _chunk_tokens(row: m.ServedModel) -> int:
+    return max(0, row.prefill_chunk_tokens or 0) if _continuous(row) else 0
 
 
 def model_ref(row: m.ServedModel) -> ModelRef | None:
     """Executor reference for a model with local weights; None for declared ones."""
     if row.weights_source not in LOADABLE_SOURCES or row.task == "tool":
         return None
-    # the generate adapter chunks its prefills when the core plans for it (see model_spec)
-    chunk = row.prefill_chunk_tokens if row.task == "generate" and row.continuous_batching else 0
+    # the generate adapter chunks its prefills exactly when the core plans for it
+    chunk = _chunk_tokens(row)
     options = {"prefill_chunk_tokens": chunk} if chunk else {}
     if row.weights_source == "package":
         source = PACKAGE_SOURCE_KINDS.get(row.weights_location)

@@ -142,14 +142,21 @@ class FinishRequest:
 OP_ORDER = {AcceptRequest: 0, BillStep: 1, FinishRequest: 2}
 
 
-def apply_run_records(session: Session, ops: Sequence[Any]) -> list[Any]:
-    """Apply ``ops`` in the open transaction; one outcome per op, in the order given."""
-    outcomes: list[Any] = [None] * len(ops)
+def indices_by_kind(ops: Sequence[Any]) -> dict[type, list[int]]:
+    """Each operation kind of ``OP_ORDER`` -> the indices of ``ops`` of that kind, in order.
+    Raises TypeError for anything else."""
     by_kind: dict[type, list[int]] = {kind: [] for kind in OP_ORDER}
     for i, op in enumerate(ops):
         if type(op) not in by_kind:
             raise TypeError(f"unknown run-record operation {type(op).__name__}")
         by_kind[type(op)].append(i)
+    return by_kind
+
+
+def apply_run_records(session: Session, ops: Sequence[Any]) -> list[Any]:
+    """Apply ``ops`` in the open transaction; one outcome per op, in the order given."""
+    outcomes: list[Any] = [None] * len(ops)
+    by_kind = indices_by_kind(ops)
     folded = fold_finishes(ops, by_kind)
     _accept(session, ops, by_kind[AcceptRequest], outcomes, folded)
     billed = lifecycle.insert_usage(session, [ops[i].row() for i in by_kind[BillStep]])

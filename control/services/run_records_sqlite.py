@@ -25,12 +25,12 @@ from sqlalchemy import Table
 from sqlalchemy.engine import Dialect
 
 from control.services.run_records import (
-    OP_ORDER,
     AcceptRequest,
     BillStep,
     FinishRequest,
     Submission,
     fold_finishes,
+    indices_by_kind,
     request_row,
 )
 from control.store import lifecycle
@@ -92,11 +92,7 @@ class SqliteRunRecords:
 
     def __call__(self, conn: Any, ops: Sequence[Any]) -> list[Any] | None:
         outcomes: list[Any] = [None] * len(ops)
-        by_kind: dict[type, list[int]] = {kind: [] for kind in OP_ORDER}
-        for i, op in enumerate(ops):
-            if type(op) not in by_kind:
-                raise TypeError(f"unknown run-record operation {type(op).__name__}")
-            by_kind[type(op)].append(i)
+        by_kind = indices_by_kind(ops)
         folded = fold_finishes(ops, by_kind)
         ends = {f.request_id: f for f in folded.values()}
         cur = conn.cursor()

@@ -12,7 +12,6 @@ import pytest
 
 from control.core.latency import LatencyRow
 from control.services.fidelity import (
-    MODEL_KEY,
     FidelityConfig,
     Overheads,
     fidelity_scenario,
@@ -24,17 +23,7 @@ from control.services.fidelity import (
 from control.services.fidelity import validate as validate_mod
 from control.services.fidelity.priority import Priority, schedstat, threads_of
 from control.services.fidelity.records import LiveOutcome, RequestSeen, Round
-from tests.services.test_fidelity_check import CFG, _profile
-
-
-def _table(fixed_us: int, per_token_us: int) -> tuple[LatencyRow, ...]:
-    return tuple(
-        LatencyRow(MODEL_KEY, "cpu", b, t, fixed_us + per_token_us * b * t)
-        for b in (1, 2, 4, 8) for t in (8, 32, 64, 128)
-    )  # fmt: skip
-
-
-TABLE = _table(10_000, 300)
+from tests.services.test_fidelity_check import CFG, TABLE, _profile, _table
 
 
 # ----- scatter across profile blocks
