@@ -47,7 +47,7 @@ from control.core.fleet import apply_device_up, apply_replica_loaded
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
-from control.core.snapshot import CoreSnapshot, build_snapshot
+from control.core.snapshot import CoreGauges, CoreSnapshot, build_gauges, build_snapshot
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
 from control.core.types import BatchResult, DeviceSpec, ModelSpec, Request
@@ -175,6 +175,11 @@ class ControlCore:
     def snapshot(self) -> CoreSnapshot:
         """Immutable view of runs, queues, devices, replicas, batches and counters."""
         return build_snapshot(self._st)
+
+    def gauges(self) -> CoreGauges:
+        """Queue depths, runs in flight, preload figures and device ids: what metrics sample
+        periodically, without building a snapshot (O(replicas + devices))."""
+        return build_gauges(self._st)
 
     def devices_up(self) -> int:
         """How many devices are up now: the cheap health question (no snapshot built)."""

@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from control.core.context import CoreState
 from control.core.state import QueuedStep, ReplicaRecord, RunRecord
+from control.core.tenancy.base import QueuePositions
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,9 @@ def _run_view(run: RunRecord) -> RunView:
     )
 
 
-def _why(st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int) -> str:
+def _why(
+    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions
+) -> str:
     now = st.now
     if rec is None:
         own = f"no cold-pool device has room to load {step.model_key} ({step.key} waits for memory)"
@@ -163,20 +166,22 @@ def _why(st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int)
             f"batch forming on {rec.replica_id}: {len(rec.queue)} of {cap} items; it dispatches "
             f"when full or when the oldest item's max delay is up"
         )
-    return f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, now)}"
+    return f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, now, pos)}"
 
 
 def _step_view(
-    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int
+    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions
 ) -> QueuedStepView:
     w = step.work
     return QueuedStepView(
         step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class,
-        rec.replica_id if rec else None, step.arrival, _why(st, step, rec, ahead),
+        rec.replica_id if rec else None, step.arrival, _why(st, step, rec, ahead, pos),
     )  # fmt: skip
 
 
-def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView:
+def _pending_view(
+    st: CoreState, step: QueuedStep, ahead: int, pos: QueuePositions
+) -> QueuedStepView:
     model = step.model_key or ""
     reps = st.cluster.by_model.get(model, {})
     busy = sum(1 for r in reps.values() if r.free_slots() == 0)
@@ -184,7 +189,7 @@ def _pending_view(st: CoreState, step: QueuedStep, ahead: int) -> QueuedStepView
         f"waiting for a free replica of {model} ({busy} of {len(reps)} busy); "
         f"{ahead} step(s) ahead in the fair-share order"
     )
-    why = f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, st.now)}"
+    why = f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, st.now, pos)}"
     w = step.work
     return QueuedStepView(
         step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class, None,
@@ -211,18 +216,22 @@ def _rollout_view(st: CoreState) -> RolloutView | None:
 
 
 def build_snapshot(st: CoreState) -> CoreSnapshot:
-    """Copy the core's state into immutable views (O(state); call it for display, not per step)."""
+    """Copy the core's state into immutable views (O(state log state): the fair-share order
+    is computed once for every explanation; call it for display, not per step)."""
     cl = st.cluster
+    pos = st.tenancy.queue_positions(st.now)
     queues = {
-        rid: tuple(_step_view(st, s, rec, i) for i, s in enumerate(rec.queue.values()))
+        rid: tuple(_step_view(st, s, rec, i, pos) for i, s in enumerate(rec.queue.values()))
         for rid, rec in sorted(cl.replicas.items())
         if rec.queue
     }
     unplaced = tuple(
-        _step_view(st, s, None, 0) for k in sorted(st.unplaced) for s in st.unplaced[k]
+        _step_view(st, s, None, 0, pos) for k in sorted(st.unplaced) for s in st.unplaced[k]
     )
     pending = {
-        model: tuple(_pending_view(st, s, i) for i, s in enumerate(q.ordered(st.tenancy, st.now)))
+        model: tuple(
+            _pending_view(st, s, i, pos) for i, s in enumerate(q.ordered(st.tenancy, st.now))
+        )
         for model, q in sorted(st.pending.items())
         if len(q)
     }
@@ -245,8 +254,7 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
         )
         for b in st.batches.values()
     )
-    hits, misses = st.preload["hits"], st.preload["misses"]
-    rate = hits * 1000 // (hits + misses) if hits + misses else None
+    preload = _preload_stats(st)
     return CoreSnapshot(
         now=st.now,
         runs=tuple(_run_view(r) for r in st.runs.values()),
@@ -257,11 +265,44 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
         replicas=tuple(_replica_view(r) for _, r in sorted(cl.replicas.items())),
         batches=batches,
         counters=MappingProxyType(dict(sorted(st.counters.items()))),
-        preload=PreloadStats(st.preload["issued"], hits, misses, rate),
+        preload=preload,
         tenancy=st.tenancy.snapshot(),
         rollout=_rollout_view(st),
         splits=MappingProxyType(dict(st.splits)),
         cold_starts=st.counters["loads.cold_starts"],
-        cold_starts_avoided=hits,
+        cold_starts_avoided=preload.hits,
         pending=MappingProxyType(pending),
+    )
+
+
+@dataclass(frozen=True)
+class CoreGauges:
+    """The few figures the live metrics sample every second, in O(replicas + devices): no
+    per-step views and no explanations (a full snapshot costs O(queued log queued) and is for
+    display; sampled every second it stalled the driver under a backlog)."""
+
+    #: steps waiting per model: queued on its replicas or for a replica ("unplaced": no
+    #: replica can be placed yet)
+    queue_depth: Mapping[str, int]
+    runs_in_flight: int
+    preload: PreloadStats
+    device_ids: tuple[str, ...]
+
+
+def _preload_stats(st: CoreState) -> PreloadStats:
+    hits, misses = st.preload["hits"], st.preload["misses"]
+    rate = hits * 1000 // (hits + misses) if hits + misses else None
+    return PreloadStats(st.preload["issued"], hits, misses, rate)
+
+
+def build_gauges(st: CoreState) -> CoreGauges:
+    """The sampled figures of :class:`CoreGauges` (reads the state, changes nothing)."""
+    depth: dict[str, int] = {}
+    for rec in st.cluster.replicas.values():
+        depth[rec.model.key] = depth.get(rec.model.key, 0) + len(rec.queue)
+    for model, q in st.pending.items():
+        depth[model] = depth.get(model, 0) + len(q)
+    depth["unplaced"] = sum(len(steps) for steps in st.unplaced.values())
+    return CoreGauges(
+        MappingProxyType(depth), len(st.runs), _preload_stats(st), tuple(sorted(st.cluster.devices))
     )

@@ -94,7 +94,7 @@ class Driver:
             self._rearm(now)
             if now - self._last_sample >= self.sample_every_s:
                 self._last_sample = now
-                self.metrics.sample(self.core.snapshot(), now)
+                self.metrics.sample(self.core.gauges(), now)
             if stopping:
                 break
         if self._timer is not None:

@@ -2,7 +2,7 @@
 ``/metrics`` with ``prometheus_client.generate_latest(metrics.registry)``).
 
 Updated from the driver's thread only: batch completions and tokens as they happen, queue depth,
-device utilisation and preload figures from a periodic ``sample`` of the core's snapshot.
+device utilisation and preload figures from a periodic ``sample`` of the core's gauges.
 """
 
 from __future__ import annotations
@@ -88,22 +88,19 @@ class RuntimeMetrics:
     def worker_down(self, device: str) -> None:
         self.workers_down.labels(device).inc()
 
-    def sample(self, snapshot, now: float) -> None:  # noqa: ANN001 - a CoreSnapshot
-        """Gauges from a core snapshot; utilisation over the time since the last sample."""
-        depth: dict[str, int] = {}
-        for replica in snapshot.replicas:
-            depth[replica.model_key] = depth.get(replica.model_key, 0) + replica.queue_len
-        depth["unplaced"] = len(snapshot.unplaced)
-        for model, n in depth.items():
+    def sample(self, gauges, now: float) -> None:  # noqa: ANN001 - the core's CoreGauges
+        """Gauges from the core's sampled figures; utilisation over the time since the last
+        sample. Cheap at any backlog: ``ControlCore.gauges`` builds no snapshot."""
+        for model, n in gauges.queue_depth.items():
             self.queue_depth.labels(model).set(n)
-        self.runs_in_flight.set(len(snapshot.runs))
-        self.preload.labels("issued").set(snapshot.preload.issued)
-        self.preload.labels("hits").set(snapshot.preload.hits)
-        self.preload.labels("misses").set(snapshot.preload.misses)
+        self.runs_in_flight.set(gauges.runs_in_flight)
+        self.preload.labels("issued").set(gauges.preload.issued)
+        self.preload.labels("hits").set(gauges.preload.hits)
+        self.preload.labels("misses").set(gauges.preload.misses)
         if self._last_sample is not None and now > self._last_sample:
             span_ms = (now - self._last_sample) * 1000.0
-            for dev in snapshot.devices:
-                busy = self._busy_since_sample.get(dev.device_id, 0.0)
-                self.device_util.labels(dev.device_id).set(min(1.0, busy / span_ms))
+            for device_id in gauges.device_ids:
+                busy = self._busy_since_sample.get(device_id, 0.0)
+                self.device_util.labels(device_id).set(min(1.0, busy / span_ms))
         self._busy_since_sample.clear()
         self._last_sample = now

@@ -15,6 +15,7 @@ from control.core.tenancy.base import (
     HeadroomDecision,
     PoolUsage,
     QueuedWork,
+    QueuePositions,
     ReclaimOrder,
     Rejected,
     TenancyConfig,
@@ -84,8 +85,11 @@ class FcfsTenancy:
         out, self.pending_reclaims = self.pending_reclaims, []
         return [o for o in out if o.request_id not in produced_output]
 
-    def explain(self, request_id: str, now: float) -> str:
+    def explain(self, request_id: str, now: float, positions: QueuePositions | None = None) -> str:
         return f"fcfs: {request_id} has no tenancy limits"
+
+    def queue_positions(self, now: float) -> QueuePositions:
+        return QueuePositions({}, 0)
 
     def next_wakeup(self, now: float) -> float | None:
         return self.wakeup if self.wakeup is not None and self.wakeup > now else None

@@ -156,6 +156,17 @@ class TenancyConfig:
     headroom: tuple[HeadroomSpec, ...] = ()
 
 
+@dataclass(frozen=True)
+class QueuePositions:
+    """Where each queued request stands in the fair-share order at one instant: its first
+    item's index (0-based) among ``total`` queued items. Ordering the queue costs
+    O(n log n); a view that explains every queued request gets this once, not per request
+    (per request it made a snapshot quadratic in the backlog and stalled the live driver)."""
+
+    first_index: Mapping[str, int]
+    total: int
+
+
 class TenancyPolicy(Protocol):
     """The tenancy half of the core. Implementations keep their own state."""
 
@@ -195,7 +206,12 @@ class TenancyPolicy(Protocol):
 
     def reclaims(self, now: float, produced_output: Set[str]) -> list[ReclaimOrder]: ...
 
-    def explain(self, request_id: str, now: float) -> str: ...
+    def explain(self, request_id: str, now: float, positions: QueuePositions | None = None) -> str:
+        """Why the request waits, runs or was refused. ``positions`` (``queue_positions`` at
+        ``now``) spares ordering the queue again for each of many explanations."""
+        ...
+
+    def queue_positions(self, now: float) -> QueuePositions: ...
 
     def next_wakeup(self, now: float) -> float | None: ...
 

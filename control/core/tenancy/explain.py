@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from control.core.tenancy.base import QueuePositions
 from control.core.tenancy.fairshare.base import COUNTER_SCALE
 
 if TYPE_CHECKING:
@@ -36,24 +37,36 @@ def _quota_clauses(mgr: TenancyManager, tenant_id: str, now: float) -> list[str]
     ]
 
 
-def _position_clause(mgr: TenancyManager, request_id: str, now: float) -> str | None:
-    items = list(mgr.queued.values())
-    ordered = mgr.fair.order(items, now)
+def queue_positions(mgr: TenancyManager, now: float) -> QueuePositions:
+    """The fair-share order of every queued item, as positions by request."""
+    ordered = mgr.fair.order(list(mgr.queued.values()), now)
+    first: dict[str, int] = {}
     for index, item in enumerate(ordered):
-        if item.request_id == request_id:
-            return f"position {index + 1} of {len(ordered)} in {mgr.fair.name} order"
-    return None
+        first.setdefault(item.request_id, index)
+    return QueuePositions(first, len(ordered))
 
 
-def explain_run(mgr: TenancyManager, request_id: str, now: float) -> str:
-    """Why ``request_id`` is where it is. Reads the manager; changes nothing but window expiry."""
+def _position_clause(mgr: TenancyManager, request_id: str, positions: QueuePositions) -> str | None:
+    index = positions.first_index.get(request_id)
+    if index is None:
+        return None
+    return f"position {index + 1} of {positions.total} in {mgr.fair.name} order"
+
+
+def explain_run(
+    mgr: TenancyManager, request_id: str, now: float, positions: QueuePositions | None = None
+) -> str:
+    """Why ``request_id`` is where it is. Reads the manager; changes nothing but window expiry.
+    ``positions`` (from :func:`queue_positions` at ``now``) saves ordering the queue again."""
     refusal = mgr.rejection(request_id)
     run = mgr.runs.get(request_id)
     if run is None:
         if refusal is not None:
             return f"rejected: {refusal.reason}; retry after {refusal.retry_after_s:g} s"
         return f"request {request_id} is not admitted or has finished"
-    position = _position_clause(mgr, request_id, now)
+    if positions is None:
+        positions = queue_positions(mgr, now)
+    position = _position_clause(mgr, request_id, positions)
     if position is None:
         state = "running" if run.started else "admitted, no step queued yet"
         if run.borrowed:

@@ -20,13 +20,14 @@ from control.core.tenancy.base import (
     HeadroomDecision,
     PoolUsage,
     QueuedWork,
+    QueuePositions,
     ReclaimOrder,
     Rejected,
     TenancyConfig,
     priority_rank,
 )
 from control.core.tenancy.config import TenancyManagerConfig
-from control.core.tenancy.explain import explain_run
+from control.core.tenancy.explain import explain_run, queue_positions
 from control.core.tenancy.fairshare import make_fair_share
 from control.core.tenancy.headroom import HeadroomGuard
 from control.core.tenancy.quota import QuotaLedger
@@ -217,10 +218,16 @@ class TenancyManager:
             ReclaimOrder(rid, reason) for rid, reason in self.ledger.reclaims(now, produced_output)
         ]
 
-    def explain(self, request_id: str, now: float) -> str:
-        """A sentence saying why the request waits, runs, or was refused."""
+    def explain(self, request_id: str, now: float, positions: QueuePositions | None = None) -> str:
+        """A sentence saying why the request waits, runs, or was refused. ``positions`` (from
+        :meth:`queue_positions` at ``now``) is for views that explain many requests at once."""
         self._now = now
-        return explain_run(self, request_id, now)
+        return explain_run(self, request_id, now, positions)
+
+    def queue_positions(self, now: float) -> QueuePositions:
+        """Every queued request's place in the fair-share order now (one O(n log n) ordering)."""
+        self._now = now
+        return queue_positions(self, now)
 
     def next_wakeup(self, now: float) -> float | None:
         """Always None: tenancy decisions change only on events; refusals carry retry-after."""
