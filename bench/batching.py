@@ -45,7 +45,7 @@ from control.api.live import serving_core_config  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
-from control.core.latency import TableLatencyModel  # noqa: E402
+from control.core.latency import LatencyRow, TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
 from control.executor.base import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
 from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
@@ -130,7 +130,24 @@ def ceiling(case: dict) -> dict[int, float]:
     return rates
 
 
-def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
+#: Prompt tokens the core is told per run (the shared text plus its number, give or take one).
+PROMPT_TOKENS = 20
+
+
+def profile(case: dict, rates: dict[int, float]) -> TableLatencyModel:
+    """The core's latency table for the case, from the ceiling just measured: one row per batch
+    size, as ``legato profile`` gives the live API. Without it the core predicts a batch of 16
+    MiniLM items at ~8 ms instead of ~75 ms, so its dispatch-ahead instants come at once.
+    Generate keeps the default model: a whole-generation time is not a forward row (the core
+    adds decode steps to it)."""
+    if case["task"] == "generate":
+        return TableLatencyModel()
+    return TableLatencyModel(
+        [LatencyRow("m:1", "cpu", b, PROMPT_TOKENS, round(b / r * 1e6)) for b, r in rates.items()]
+    )
+
+
+def runtime(name: str, case: dict, max_batch: int, rates: dict[int, float]) -> LiveRuntime:
     devices = [DeviceInfo("cpu:0", "cpu", 0, 4096, CORE)]
     ex = LocalExecutor(ExecutorConfig(cache_dir=str(CACHE), use_cuda=False, poll_queue=False),
                        devices)  # fmt: skip
@@ -144,17 +161,19 @@ def runtime(name: str, case: dict, max_batch: int) -> LiveRuntime:
                        # batching delay
                        core_config=replace(serving_core_config(), batching_config=SizeDelayConfig(
                            max_queue_delay_s=case["delay_s"])))  # fmt: skip
-    return LiveRuntime(bp, TableLatencyModel(), ex, {"m:1": case["ref"]},
+    return LiveRuntime(bp, profile(case, rates), ex, {"m:1": case["ref"]},
                        (InitialReplica("m:1", "cpu:0"),), RuntimeConfig(stream_tokens=False))  # fmt: skip
 
 
 async def served(
-    name: str, case: dict, top: float, seconds: float, max_batch: int, slo_s: float
+    name: str, case: dict, rates: dict[int, float], seconds: float, max_batch: int, slo_s: float
 ) -> list[dict]:
     """The grid of load levels, then ``REFINE_PROBES`` bisection probes between the highest
     level within ``slo_s`` (0 if none) and the lowest level above it that missed it. Rows are
-    in the order run; each carries its ``fraction`` of ``top``."""
-    rt = runtime(name, case, max_batch)
+    in the order run; each carries its ``fraction`` of the ceiling in ``rates`` (items/s by
+    batch size, also the core's latency profile)."""
+    top = max(rates.values())
+    rt = runtime(name, case, max_batch, rates)
     await rt.start()
     rows = []
 
@@ -185,6 +204,7 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     batches: dict[tuple[str, str], tuple[int, float]] = {}  # (replica, batch) -> size, ms
     failed = 0
     tasks = []
+    ahead0 = rt.snapshot().counters.get("batching.sent_ahead", 0)
     t0 = monotonic()
     due, n = t0, 0
 
@@ -203,7 +223,7 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
 
     while due - t0 < seconds:
         await asyncio.sleep(max(0.0, due - monotonic()))
-        req = Request(f"{name}-{rate:.3f}-{n}", "bench", name, prompt_tokens=20,
+        req = Request(f"{name}-{rate:.3f}-{n}", "bench", name, prompt_tokens=PROMPT_TOKENS,
                       max_output_tokens=case["params"].get("max_tokens", 0))  # fmt: skip
         tasks.append(asyncio.ensure_future(one(req, n)))
         n += 1
@@ -211,10 +231,12 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     window = monotonic() - t0
     await asyncio.gather(*tasks)
     drained = monotonic() - t0 - window
+    sent_ahead = rt.snapshot().counters.get("batching.sent_ahead", 0) - ahead0
     lat.sort()
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("inf")
     sizes = [size for size, _ in batches.values()]
     per_batch = sorted(ms for _, ms in batches.values())
+    busy_s = sum(per_batch) / 1000.0
     return {"offered_rate": round(rate, 2), "arrivals": n, "completed": len(lat),
             "failed": failed, "throughput": round(len(lat) / window, 2),
             "p50_s": round(lat[len(lat) // 2], 3) if lat else None, "p99_s": round(p99, 3),
@@ -224,7 +246,12 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
             "batch_device_ms_p50": round(per_batch[len(per_batch) // 2], 1) if per_batch else None,
             # joined batches overlap on the device: their sum is no busy share
             "device_busy_share": None if case.get("continuous") else
-                                 round(sum(per_batch) / 1000.0 / (window + drained), 3)}  # fmt: skip
+                                 round(busy_s / (window + drained), 3),
+            # the device's idle time per batch (window + drain less device time): the gaps
+            # between batches, the completion round trip where nothing was sent ahead
+            "idle_ms_per_batch": None if case.get("continuous") or not sizes else
+                                 round((window + drained - busy_s) * 1000.0 / len(sizes), 1),
+            "sent_ahead": sent_ahead}  # fmt: skip
 
 
 def ceiling_pinned(case: dict, cores: set[int]) -> dict[int, float]:
@@ -271,7 +298,7 @@ async def bench(seconds: float, only: list[str] | None = None) -> dict:
         size = max(rates, key=rates.get)
         # the SLO as known before the served levels steers the bisection; the verdict below
         # uses the final one (a higher ceiling after can only tighten it)
-        rows = await served(name, case, top, seconds, size, slo_of(case, size, top))
+        rows = await served(name, case, rates, seconds, size, slo_of(case, size, top))
         # measured again after the served levels: the ratio uses the better of the two, so a
         # quieter moment during either measurement can only make the goal harder to reach
         after = ceiling_pinned(case, cores)

@@ -96,9 +96,10 @@ def serving_core_config() -> CoreConfig:
     work waiting, and a lone request does not wait for company that is not coming (a fixed
     delay adds itself to every request at low load and buys nothing at high load).
 
-    Dispatch ahead (15 ms): when a full batch waits while one runs, it is sent to the worker
-    shortly before the running one ends, so the device does not idle for the completion's round
-    trip through the driver (~5-15 ms per batch measured under load here)."""
+    Dispatch ahead (15 ms): when at least half a batch (``BindingConfig.ahead_min_fill``) waits
+    while one runs, it is sent to the worker shortly before the running one ends, so the device
+    does not idle for the completion's round trip through the driver (~5-15 ms per batch
+    measured under load here)."""
     return CoreConfig(
         batching_config=SizeDelayConfig(max_queue_delay_s=0.0),
         binding=BindingConfig(dispatch_ahead_us=15_000),

@@ -35,9 +35,22 @@ class BindingConfig:
             "worker would take the batch into the running decode loop) is SENT its next batch when the "
             "batch in flight is predicted to end within this many microseconds: the executor "
             "queues it and starts it the moment the device frees, so no completion round trip "
-            "leaves the device idle between batches. Only a full batch is sent ahead (below "
-            "that, waiting forms a bigger one); at most one waits. 0: only free replicas get "
-            "batches"
+            "leaves the device idle between batches. Only a batch of at least "
+            "ahead_min_fill of the batch limit is sent ahead; at most one waits. 0: only free "
+            "replicas get batches"
+        },
+    )
+    ahead_min_fill: float = field(
+        default=0.5,
+        metadata={
+            "help": "with dispatch ahead: the smallest batch sent ahead, as a fraction of the "
+            "batch size limit in force (a batch full by tokens always goes). Below it the "
+            "queue waits for the completion (or to grow): a batch much smaller than the "
+            "limit pays the fixed cost of a forward for few items, and when the predicted "
+            "end is too early, sending whatever is queued would alternate big and tiny "
+            "batches. At or above it, sending beats waiting: the device would otherwise idle "
+            "for the completion's round trip, and under load the batches grow past it by "
+            "themselves (each waits behind the one running). 1.0: only full batches"
         },
     )
 
@@ -48,6 +61,8 @@ class BindingConfig:
             raise ValueError(f"bind_ahead_us must be >= 0, got {self.bind_ahead_us}")
         if self.dispatch_ahead_us < 0:
             raise ValueError(f"dispatch_ahead_us must be >= 0, got {self.dispatch_ahead_us}")
+        if not 0.0 < self.ahead_min_fill <= 1.0:
+            raise ValueError(f"ahead_min_fill must be in (0, 1], got {self.ahead_min_fill}")
 
     @property
     def take_ahead_us(self) -> int:
