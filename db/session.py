@@ -17,6 +17,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from db import json_codec
+
 #: How long a SQLite writer waits for another writer's lock before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 5000
 
@@ -67,11 +69,14 @@ def _on_sqlite_begin(connection: Any) -> None:
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """Create an engine for ``url``.
 
-    SQLite: creates the file's parent folder, turns on WAL, foreign keys and a busy timeout on
+    JSON columns use :mod:`db.json_codec`. SQLite: creates the file's parent folder, turns on WAL, foreign keys and a busy timeout on
     every connection. PostgreSQL: psycopg 3 with pre-ping. ``kwargs`` go to ``create_engine``.
     """
     url = normalize_url(url)
     backend = make_url(url).get_backend_name()
+    # JSON columns (run results on every synchronous caller's path) through orjson
+    kwargs.setdefault("json_serializer", json_codec.dumps)
+    kwargs.setdefault("json_deserializer", json_codec.loads)
     if backend == "sqlite":
         path = _sqlite_file(url)
         if path is not None:

@@ -17,7 +17,7 @@ Write path (all through one :class:`GroupCommitWriter`, no audit records: these 
    after its bills (one commit for a short run); the caller is answered once that commit is done.
 
 A repeated idempotency key is answered from the first request: it is neither run nor billed
-again. Reads of runs of this process are served from memory; others come from the database.
+again. Run ends and reads: :mod:`control.services.inference_settle`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import asyncio
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -36,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.core.types import Request
 from control.runtime.clock import monotonic, utcnow
-from control.runtime.types import RunHandle, RunRequest, RunResult, StreamDelta, UsageRecord
+from control.runtime.types import RunRequest, UsageRecord
 from control.services import Services
 from control.services.errors import UnknownReference
 from control.services.inference_calls import (  # re-exported: callers import them from here
@@ -45,17 +44,21 @@ from control.services.inference_calls import (  # re-exported: callers import th
     Started,
     estimate_tokens,
 )
+from control.services.inference_settle import (
+    LiveRun,
+    SettleMixin,
+    log_write_failure,
+    until_ended,
+)
 from control.services.live_catalog import LiveCatalog
 from control.services.run_records import (
-    TERMINAL,
     AcceptRequest,
     BillStep,
-    FinishRequest,
     Submission,
     apply_run_records,
 )
 from control.services.run_records_sqlite import SqliteRunRecords
-from control.services.run_results import RunTrace, StepTiming, device_ms, result_body
+from control.services.run_results import RunTrace, StepTiming, device_ms
 from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import lifecycle
 from control.store import records as rec
@@ -67,10 +70,6 @@ __all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "esti
 
 #: Retries of an idempotency key whose requests were refused by admission.
 MAX_KEY_RETRIES = 50
-#: How often a run of another process is looked up while waiting for it.
-POLL_S = 0.25
-#: Finished runs of this process kept in memory for ``wait``/``recent``.
-RECENT_RUNS = 2048
 #: How long the row of a run whose caller waits for its end (and the bills behind that row)
 #: may wait to share the run's final commit. A run that ends sooner is written in ONE
 #: transaction (the one commit on the caller's path); a longer one has them queued after this
@@ -78,20 +77,7 @@ RECENT_RUNS = 2048
 LINGER_S = 0.05
 
 
-@dataclass
-class _Live:
-    handle: RunHandle
-    record: rec.RequestRecord
-    trace: RunTrace
-    #: the run's end is recorded (or could not be); its waiters are then woken
-    ended: bool = False
-    waiters: list[asyncio.Future] = field(default_factory=list)
-    #: rows waiting to share the run's final commit (its accept, its bills), in order
-    writes: list[AcceptRequest | BillStep] = field(default_factory=list)
-    write_timer: asyncio.TimerHandle | None = None
-
-
-class InferenceService:
+class InferenceService(SettleMixin):
     """Runs requests on ``runtime`` (a ``LiveRuntime``, not yet started) and records them.
 
     ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to database
@@ -124,7 +110,7 @@ class InferenceService:
                                         raw=SqliteRunRecords.for_dialect)  # fmt: skip
         self.started = False
         self.recovered: list[str] = []
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, LiveRun] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
         runtime.usage_sink = self._on_usage
 
@@ -141,7 +127,7 @@ class InferenceService:
         """Stop the runtime (unfinished runs resolve failed), settle them, flush the writer."""
         self.started = False
         await self.runtime.stop()
-        settling = [_until_ended(live, 10) for live in self._live.values() if not live.ended]
+        settling = [until_ended(live, 10) for live in self._live.values() if not live.ended]
         if settling:
             await asyncio.gather(*settling)
         await self.writer.stop()
@@ -174,10 +160,6 @@ class InferenceService:
         if not self.started:
             raise ServiceUnavailable("the live runtime is not running")
         return self.runtime.snapshot()
-
-    def recent(self, limit: int = 50) -> list[rec.RequestRecord]:
-        """Runs of this process that finished most recently, newest first."""
-        return list(reversed(self._recent.values()))[:limit]
 
     # ---- runs ------------------------------------------------------------------------------
     async def submit(self, call: RunCall) -> Started:
@@ -214,7 +196,7 @@ class InferenceService:
         sub = await committed
         return Started(sub.request, existing=False)
 
-    def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> _Live:
+    def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> LiveRun:
         """Hand the recorded request to the runtime and settle it when it ends."""
         core_request = Request(
             request_id=record.id,
@@ -228,7 +210,7 @@ class InferenceService:
         )
         trace = RunTrace(accepted_at=monotonic())
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
-        live = _Live(self.runtime.submit_run(run), record, trace)
+        live = LiveRun(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
         # callbacks, not a task per run: each hand-over costs one loop turn, no task wake-up
         live.handle.add_done_callback(partial(self._on_result, record.id, live))
@@ -288,25 +270,25 @@ class InferenceService:
             model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
         )  # fmt: skip
         if live is None or not live.writes:
-            self.writer.submit(op).add_done_callback(_log_write_failure)
+            self.writer.submit(op).add_done_callback(log_write_failure)
             return
         self._linger(live, op)  # its request row itself still waits: the bill follows it
 
-    def _linger(self, live: _Live, op: AcceptRequest | BillStep) -> None:
+    def _linger(self, live: LiveRun, op: AcceptRequest | BillStep) -> None:
         """Keep ``op`` for the run's final commit, queued at the latest ``LINGER_S`` from now."""
         live.writes.append(op)
         if live.write_timer is None:
             loop = asyncio.get_running_loop()
             live.write_timer = loop.call_later(LINGER_S, self._queue_writes, live)
 
-    def _queue_writes(self, live: _Live) -> None:
+    def _queue_writes(self, live: LiveRun) -> None:
         """Queue the run's waiting rows, in order (its linger is up, or it ended)."""
         if live.write_timer is not None:
             live.write_timer.cancel()
             live.write_timer = None
         writes, live.writes = live.writes, []
         for op in writes:
-            self.writer.submit(op).add_done_callback(_log_write_failure)
+            self.writer.submit(op).add_done_callback(log_write_failure)
 
     async def recorded(self, request_id: str) -> None:
         """Make sure the request's row is committed (a synchronous caller whose run outlives
@@ -315,117 +297,3 @@ class InferenceService:
         if live is not None:
             self._queue_writes(live)
         await self.writer.flush()
-
-    def stream(self, request_id: str) -> AsyncIterator[StreamDelta] | None:
-        """Token deltas of a run of this process still going (None: nothing to stream)."""
-        live = self._live.get(request_id)
-        return None if live is None or live.handle.done else live.handle.stream()
-
-    async def get(self, request_id: str) -> rec.RequestRecord:
-        """The request as it stands (memory for runs of this process, else the database)."""
-        live = self._live.get(request_id)
-        if live is not None:
-            return live.record
-        found = self._recent.get(request_id)
-        if found is not None:
-            return found
-        return await self.writer.run_in_db_thread(self.services.requests.get, request_id)
-
-    async def wait(self, request_id: str, timeout_s: float) -> rec.RequestRecord:
-        """The request's record once it is terminal, or as it stands after ``timeout_s``.
-        A run of this process is awaited on its completion; others are polled."""
-        record = await self.get(request_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while record.status not in TERMINAL and loop.time() < deadline:
-            live = self._live.get(request_id)
-            left = deadline - loop.time()
-            if live is not None:
-                await _until_ended(live, left)
-            else:
-                await asyncio.sleep(min(POLL_S, max(0.0, left)))
-            record = await self.get(request_id)
-        return record
-
-    def _on_result(self, request_id: str, live: _Live, result: RunResult) -> None:
-        """The run ended (loop thread): queue its end after its bills (accept, bills and end
-        share a commit when they still linger); ``_on_recorded`` follows the commit."""
-        try:
-            refs = self.catalog.output_refs(live.record.workflow_name,
-                                            live.record.workflow_version)  # fmt: skip
-            self._queue_writes(live)
-            status, body, error = result_body(result, live.trace, refs)
-            started = _started_at(live.trace) if status != "rejected" else None
-            finish = FinishRequest(request_id, status, utcnow(), body, error, started)
-            committed = self.writer.submit(finish)
-        except Exception:  # a settle that fails must not kill the loop; the row stays open
-            log.exception("could not record the end of request %s", request_id)
-            self._close(request_id, live)
-            return
-        committed.add_done_callback(partial(self._on_recorded, request_id, live, finish))
-
-    def _on_recorded(
-        self, request_id: str, live: _Live, finish: FinishRequest, committed: asyncio.Future
-    ) -> None:
-        """The run's end is committed (or failed to be): publish it, wake its waiters."""
-        try:
-            if committed.cancelled() or committed.exception() is not None:
-                raise RuntimeError(f"end not written: {committed}")
-            final = replace(live.record, status=finish.status, result=finish.result,
-                            error=finish.error, finished_at=finish.finished_at,
-                            started_at=finish.started_at)  # fmt: skip
-            self._remember(final)
-            if self.on_settled is not None:
-                self.on_settled(request_id, final, tuple(s.usage for s in live.trace.steps))
-        except Exception:  # the row stays open; the waiters still hear of the run
-            log.exception("could not record the end of request %s", request_id)
-        finally:
-            self._close(request_id, live)
-
-    def _close(self, request_id: str, live: _Live) -> None:
-        self._queue_writes(live)  # nothing is lost when recording the end failed
-        self._live.pop(request_id, None)
-        live.ended = True
-        for waiter in live.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _remember(self, record: rec.RequestRecord) -> None:
-        self._recent[record.id] = record
-        while len(self._recent) > RECENT_RUNS:
-            self._recent.popitem(last=False)
-
-
-async def _until_ended(live: _Live, timeout_s: float) -> None:
-    """Wait until ``live`` ended, at most ``timeout_s`` (one loop turn after it ends: its
-    waiter is woken directly, no task or event in between)."""
-    if live.ended:
-        return
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
-    live.waiters.append(waiter)
-    timer = loop.call_later(timeout_s, _wake, waiter)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        live.waiters.remove(waiter)
-
-
-def _wake(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-def _started_at(trace: RunTrace) -> datetime | None:
-    """When execution began: the first step's end less its device time (None: no step ran)."""
-    if not trace.steps:
-        return None
-    first = trace.steps[0]
-    ago_ms = int((monotonic() - trace.accepted_at) * 1000) - first.done_ms + device_ms(first.usage)
-    return utcnow() - timedelta(milliseconds=max(0, ago_ms))
-
-
-def _log_write_failure(future: asyncio.Future) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("run row or ledger entry not written: %s", future.exception())
