@@ -46,7 +46,7 @@ from control.executor.base import Batch, Executor, ExecutorError, ModelRef
 from control.runtime import clock, mapping
 from control.runtime.completions import Completions
 from control.runtime.metrics import RuntimeMetrics
-from control.runtime.outputs import collect_outputs
+from control.runtime.outputs import OutputFetch
 from control.runtime.state import Ingest, PendingBatch, Record, RunState, failed_item
 from control.runtime.tools import HOST_TOOLS, ToolInputError
 from control.runtime.types import RunResult, UsageRecord
@@ -288,18 +288,32 @@ class Actuator:
             cancel(keys)
 
     def _finished(self, a: RunFinished, now: float) -> None:
-        self.spawn(self._finish_run(a, now))
+        """Settle the run now when its outputs are at hand (the common case: a worker's output
+        came back with its result); otherwise once the fetches from its workers return."""
+        if a.status != "succeeded":
+            return self._settle(a, {}, a.error)
+        try:
+            fetch = OutputFetch(a.outputs, self.stores, self.ex)
+            outputs = fetch.values() if fetch.ready else None
+        except Exception as err:  # an output lost with its worker: the run fails, loop lives
+            return self._settle(a, {}, f"output unavailable: {err}")
+        if outputs is None:
+            return self.spawn(self._settle_later(a, fetch))
+        self._settle(a, outputs, a.error)
 
-    async def _finish_run(self, a: RunFinished, now: float) -> None:
+    async def _settle_later(self, a: RunFinished, fetch: OutputFetch) -> None:
+        try:
+            outputs, error = await fetch.wait(), a.error
+        except Exception as err:
+            outputs, error = {}, f"output unavailable: {err}"
+        self._settle(a, outputs, error)
+
+    def _settle(self, a: RunFinished, outputs: dict[str, Any], error: str | None) -> None:
+        """Release everything the run held and resolve its handle (its end reaches the caller)."""
         run = self.runs.get(a.request_id)
-        outputs: dict[str, Any] = {}
-        error = a.error
-        if a.status == "succeeded":
-            try:
-                outputs = await collect_outputs(a.outputs, self.stores, self.ex)
-            except Exception as err:  # an output lost with its worker: the run fails, loop lives
-                error = f"output unavailable: {err}"
         status = a.status if error is None or a.status != "succeeded" else "failed"
+        if status != "succeeded":
+            outputs = {}
         self.ex.release_run(a.request_id)
         self.payloads.pop(a.request_id, None)
         for key in [k for k in self.host_outputs if k[0] == a.request_id]:

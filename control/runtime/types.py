@@ -10,6 +10,7 @@ sink receives each exactly once (the first successful completion of an idempoten
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -18,6 +19,8 @@ from typing import Any
 from control.core.types import Request
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class RunHandle:
         self._history: list[StreamDelta] = []
         self._closed = False
         self._wake: asyncio.Future[None] = loop.create_future()
+        self._on_end: list[Callable[[RunResult], None]] = []
 
     async def result(self) -> RunResult:
         """The run's result (waits until it ends)."""
@@ -108,9 +112,13 @@ class RunHandle:
         return self._result.done()
 
     def add_done_callback(self, fn: Callable[[RunResult], None]) -> None:
-        """Call ``fn(result)`` on the loop once the run ends (on a later loop turn, like any
-        future callback). Cheaper than a task awaiting ``result()``: no task to wake."""
-        self._result.add_done_callback(lambda future: fn(future.result()))
+        """Call ``fn(result)`` on the loop when the run ends: synchronously as the runtime
+        resolves it (no task to wake, no extra loop turn), or on the next loop turn when it
+        has already ended. ``fn`` must not block; an exception it raises is logged."""
+        if self._result.done():
+            self._loop.call_soon(fn, self._result.result())
+        else:
+            self._on_end.append(fn)
 
     async def stream(self) -> AsyncIterator[StreamDelta]:
         """Token deltas in order, from the first, until the run ends. Any number of readers."""
@@ -135,6 +143,12 @@ class RunHandle:
         self._result.set_result(result)
         self._closed = True
         self._notify()
+        callbacks, self._on_end = self._on_end, []
+        for fn in callbacks:
+            try:
+                fn(result)
+            except Exception:  # one caller's bug must not stop the runtime settling runs
+                log.exception("run %s: end callback %r failed", self.request_id, fn)
 
     def _notify(self) -> None:
         """Wake every reader waiting for the next delta (or the end)."""

@@ -96,3 +96,11 @@ async def test_metrics_and_snapshot(world):
     snap = rt.snapshot()
     assert {d.device_id for d in snap.devices} == {"cpu:0", "cpu:1"}
     assert snap.counters.get("runs.succeeded", 0) >= 1
+
+
+async def test_a_started_runtime_has_frozen_the_start_up_heap(world):
+    import gc
+
+    from control.runtime import live
+
+    assert live._heap_frozen is True and gc.get_freeze_count() > 0
