@@ -34,7 +34,6 @@ bound on held outputs pushes the oldest out; other workers receive them through 
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import queue
@@ -46,6 +45,7 @@ from typing import Any
 
 from control.executor import transfer
 from control.executor.base import DeviceInfo, ModelRef
+from control.executor.heap import freeze_heap, thaw_heap
 from control.executor.inbox import Inbox
 from control.executor.worker_batches import BatchMixin
 from control.runtime import clock
@@ -81,25 +81,8 @@ def worker_main(device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
     # the heartbeat thread past two intervals and got a healthy worker killed as hung.
     import control.executor.adapters  # noqa: F401
 
-    freeze_heap()
+    freeze_heap()  # the worker's libraries stay out of full collections (control.executor.heap)
     Worker(device, conn, config).serve()
-
-
-def freeze_heap() -> None:
-    """Collect, then move every object alive now out of the garbage collector's generations
-    (``gc.freeze``). A worker's long-lived heap (torch, transformers, each loaded model and
-    tokenizer: ~300k objects) made every full collection a ~100-250 ms pause in the middle of
-    serving, measured several times a minute under load: the device stood still and every
-    queued request waited. Frozen objects are still freed by reference counting; cycles among
-    them are collected only after ``thaw_heap`` (an unload does that)."""
-    gc.collect()
-    gc.freeze()
-
-
-def thaw_heap() -> None:
-    """Put the frozen objects back under the collector (before dropping a model, so that its
-    reference cycles can be collected)."""
-    gc.unfreeze()
 
 
 class Worker(BatchMixin):

@@ -13,7 +13,6 @@ idempotency key), on the loop thread, so the API can append ledger entries.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from control.core.assembly import CoreBlueprint, build_core
 from control.core.events import DeviceUp
 from control.core.latency import LatencyModel
 from control.executor.base import Executor, ModelRef
+from control.executor.heap import freeze_startup_heap
 from control.runtime import clock
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
@@ -251,26 +251,3 @@ class LiveRuntime:
         for index in self.config.indexes:
             self.actuator.spawn(self._load_index(index, device_id, n))
         return [Ingest(DeviceUp(specs[device_id]))]
-
-
-_heap_frozen = False
-
-
-def freeze_startup_heap() -> bool:
-    """``gc.freeze()`` the first time it is called in a process (True then; False later).
-
-    A serving process allocates its long-lived world at start-up (imported modules, torch,
-    transformers, the core's wiring); CPython's full collections rescan all of it, a pause of
-    ~170 ms on this machine, and they come when many objects survive, i.e. while a backlog
-    grows: the driver then stalls when it is needed most. Frozen objects are still freed by
-    reference counting; only cycles among them are never collected, which start-up state does
-    not produce. Once per process: later runtimes in the same process (tests, restarts) do not
-    freeze their own short-lived state.
-    """
-    global _heap_frozen
-    if _heap_frozen:
-        return False
-    _heap_frozen = True
-    gc.collect()  # what start-up left as garbage goes now, not into the permanent generation
-    gc.freeze()
-    return True

@@ -101,6 +101,6 @@ async def test_metrics_and_snapshot(world):
 async def test_a_started_runtime_has_frozen_the_start_up_heap(world):
     import gc
 
-    from control.runtime import live
+    from control.executor import heap
 
-    assert live._heap_frozen is True and gc.get_freeze_count() > 0
+    assert heap._startup_frozen is True and gc.get_freeze_count() > 0
