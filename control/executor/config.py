@@ -50,6 +50,13 @@ class ExecutorConfig:
     startup_grace_s: float = field(
         default=120.0, metadata={"help": "time to a worker's first heartbeat"}
     )
+    keep_host_off_worker_cores: bool = field(
+        default=True,
+        metadata={
+            "help": "move the serving process's threads off the cores CPU workers are pinned "
+            "to, when other cores remain (undone at stop)"
+        },
+    )
     poll_queue: bool = field(
         default=True, metadata={"help": "keep a queue for poll(); off if only events() is used"}
     )

@@ -5,7 +5,9 @@ Public methods are called from the driver's event loop and never block on a work
 state and write to a pipe under one lock. A pump thread reads every worker pipe, turns messages
 into events, resolves futures and watches health (dead or silent workers are killed, their
 in-flight items reported failed-retriable, and the worker restarted). Events reach the driver
-through :meth:`events` (asyncio) or :meth:`poll` (synchronous callers).
+through :meth:`events` (asyncio) or :meth:`poll` (synchronous callers), or to listeners. The
+driver's loop may read the pipes itself instead of the pump thread (:meth:`attach`, see
+:mod:`attach`): events then reach listeners on the loop's thread.
 
 Exactly-once reporting: every submitted idempotency key gets one completion. A key already
 completed (ok, or failed for good) is answered from the store with ``replayed=True`` and never
@@ -27,13 +29,14 @@ import queue
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+from control.executor.attach import AttachMixin
 from control.executor.base import (
     BreakerChanged,
     DeviceInfo,
     ExecutorError,
     ExecutorEvent,
-    ItemResult,
     LoadReport,
     ModelRef,
     TokenDelta,
@@ -41,7 +44,7 @@ from control.executor.base import (
 )
 from control.executor.breaker import CircuitBreaker
 from control.executor.config import ExecutorConfig, _ParkedBatch, _PendingLoad
-from control.executor.devices import discover_devices
+from control.executor.devices import discover_devices, keep_host_off_worker_cores, pin_process
 from control.executor.loading import LoadingMixin
 from control.executor.lru import ReplicaTable
 from control.executor.pump import PumpMixin
@@ -53,7 +56,7 @@ from control.runtime import clock
 log = logging.getLogger(__name__)
 
 
-class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
+class LocalExecutor(AttachMixin, LoadingMixin, PumpMixin, WatchMixin):
     def __init__(
         self, config: ExecutorConfig = ExecutorConfig(), devices: list[DeviceInfo] | None = None
     ):
@@ -68,7 +71,7 @@ class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
         self._unloads: dict[str, tuple[str, concurrent.futures.Future]] = {}
         self._requests: dict[str, tuple[str, concurrent.futures.Future | str]] = {}
         self._parked: dict[str, _ParkedBatch] = {}
-        self._done: OrderedDict[str, ItemResult] = OrderedDict()
+        self._done: OrderedDict[str, bytes] = OrderedDict()  # pickled (see pump._store)
         self._inflight_keys: dict[str, str] = {}
         self._output_at: dict[tuple[str, str], str] = {}
         #: outputs that came back with their results (``return_output``), until released
@@ -82,14 +85,19 @@ class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
         self._poll: queue.Queue | None = queue.Queue() if config.poll_queue else None
         self._stopping = threading.Event()
         self._pump: threading.Thread | None = None
+        self._host_cores_before: set[int] | None = None
+        self._watched: dict[int, Any] = {}  # fd -> pipe the attached loop reads (see attach)
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Discover devices (unless given), spawn one worker per device, start the pump."""
+        """Discover devices (unless given), keep this process off the CPU workers' cores
+        (``keep_host_off_worker_cores``), spawn one worker per device, start the pump."""
         if self._devices is None:
             c = self.config
             self._devices = discover_devices(c.cpu_slots, c.memory_budget_mib, c.use_cuda)
+        if self.config.keep_host_off_worker_cores:
+            self._host_cores_before = keep_host_off_worker_cores(self._devices)
         wc = WorkerConfig(self.config.heartbeat_s, self.config.cache_dir, self.config.torch_threads)
         now = clock.monotonic()
         with self._lock:
@@ -102,6 +110,7 @@ class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
 
     def stop(self) -> None:
         """Stop every worker and the pump; pending futures resolve as failed."""
+        self.detach()  # attached: the loop lets go of the pipes before they close
         self._stopping.set()
         if self._pump is not None:
             self._pump.join(timeout=5)
@@ -113,6 +122,9 @@ class LocalExecutor(LoadingMixin, PumpMixin, WatchMixin):
                     LoadReport(pending.replica_id, pending.device_id, False, "executor stopped")
                 )
             self._loads.clear()
+        if self._host_cores_before is not None:
+            pin_process(self._host_cores_before)
+            self._host_cores_before = None
 
     def devices(self) -> list[DeviceInfo]:
         return list(self._devices or [])

@@ -36,7 +36,10 @@ class WatchMixin:
         checked = clock.monotonic()
         while not self._stopping.is_set():
             with self._lock:
+                reads = self._pump_reads()  # False once the loop reads them (see attach)
                 conns = {h.conn: h for h in self._workers.values() if h.conn is not None}
+            if not reads:
+                conns = {}
             ready = multiprocessing.connection.wait(list(conns), timeout=tick) if conns else []
             if not conns:
                 self._stopping.wait(tick)
@@ -110,6 +113,11 @@ class WatchMixin:
         every batch it was running are ``hang``, and those of queued batches ``worker_down``."""
         if self._stopping.is_set():
             return
+        if self.attached and not self._on_loop_thread():
+            # the loop reads this worker's pipe: it alone may close and replace it
+            self._loop.call_soon_threadsafe(self._down_on_loop, handle, handle.conn, reason, cause)
+            return
+        self._unwatch_conn(handle.conn)
         device_id = handle.device.device_id
         log.warning("worker %s down: %s", device_id, reason)
         # every batch running in a hung worker hung with it (joined batches share its loop);
@@ -132,6 +140,7 @@ class WatchMixin:
         lost = self._forget_device(device_id, reason)
         self._emit(WorkerDown(device_id, reason, lost, tuple(failed)))
         handle.start(clock.monotonic())
+        self._watch(handle)  # attached: the loop reads the new pipe
 
     def _forget_device(self, device_id: str, reason: str) -> tuple[str, ...]:
         lost = tuple(sorted(r for r, (d, _) in self._replicas.items() if d == device_id))

@@ -107,15 +107,29 @@ class Actuator:
         task.add_done_callback(self.tasks.discard)
 
     def apply(self, actions, now: float) -> None:  # noqa: ANN001
-        """Carry out every action of a plan, in plan order."""
+        """Carry out every action of a plan, in plan order, except that run ends
+        (``RunFinished``) come after all the others. Why: a plan that ends runs usually also
+        sends their replica its next batch, and answering callers (settling outputs, resolving
+        handles, their callbacks) took milliseconds for a large batch while the device sat
+        idle. A run's end never feeds another action of its plan: its steps are all done, and
+        the batches sent belong to other runs."""
+        ends = []
         for action in actions:
-            handler = self._apply.get(type(action))
-            if handler is None:
-                continue  # MoveStep, StepRetried: bookkeeping inside the core
-            try:
-                handler(action, now)
-            except Exception:  # one bad action must not stop the loop: log, go on
-                log.exception("could not carry out %r", action)
+            if type(action) is RunFinished:
+                ends.append(action)
+            else:
+                self._carry_out(action, now)
+        for action in ends:
+            self._carry_out(action, now)
+
+    def _carry_out(self, action, now: float) -> None:  # noqa: ANN001
+        handler = self._apply.get(type(action))
+        if handler is None:
+            return  # MoveStep, StepRetried: bookkeeping inside the core
+        try:
+            handler(action, now)
+        except Exception:  # one bad action must not stop the loop: log, go on
+            log.exception("could not carry out %r", action)
 
     # ---- dispatch
     def _dispatch(self, d: Dispatch, now: float) -> None:

@@ -1,9 +1,14 @@
 """The live driver: the asyncio loop that is the ONLY code touching the ``ControlCore``.
 
-Loop (see ARCHITECTURE.md section 1): wait for the next inbox record (arrival, executor event,
-ingest, wake-up); drain every record already waiting, record them with ``submit``/``complete``/
-``ingest`` at one ``now`` from ``clock.monotonic()``; call ``step(now)`` once; hand the plan to
-the actuator; re-arm the wake-up at ``next_wakeup(now)``. The driver makes no decisions.
+Loop (see ARCHITECTURE.md section 1): records (arrivals, executor events, ingests, wake-ups)
+are queued with ``put``; the first record of an instant schedules one turn on the event loop,
+and the turn records everything queued by then with ``submit``/``complete``/``ingest`` at one
+``now`` from ``clock.monotonic()``, calls ``step(now)`` once, hands the plan to the actuator and
+re-arms the wake-up at ``next_wakeup(now)``. The driver makes no decisions.
+
+Driven by callbacks, not a task waiting on a queue: a turn costs one scheduled callback, where
+a task costs a future, a wake-up and a task step per instant (twice per short run, on the path
+of every synchronous caller).
 
 Everything runs on one event loop thread: ``put`` must be called from it (``put_threadsafe``
 from other threads). A record the core refuses (unknown workflow, duplicate request) fails that
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 
 from control.core.engine import ControlCore
@@ -45,7 +51,9 @@ class Driver:
         self.metrics = metrics
         self.on_refused = on_refused  # (request id, reason): a submit the core refused
         self.sample_every_s = sample_every_s
-        self.inbox: asyncio.Queue = asyncio.Queue()
+        self._records: deque[Record | object] = deque()
+        self._turn_scheduled = False
+        self._stopped: asyncio.Future | None = None  # resolved by the turn that sees _STOP
         self.steps = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
@@ -53,16 +61,21 @@ class Driver:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---- feeding
-    def put(self, record: Record) -> None:
-        """Queue a record for the next instant (event-loop thread only)."""
-        self.inbox.put_nowait(record)
+    def put(self, record: Record | object) -> None:
+        """Queue a record for the next instant (event-loop thread only). Records put before
+        ``run`` starts wait for it."""
+        self._records.append(record)
+        if not self._turn_scheduled and self._loop is not None:
+            self._turn_scheduled = True
+            self._loop.call_soon(self._turn)
 
     def put_threadsafe(self, record: Record) -> None:
         assert self._loop is not None, "the driver is not running"
-        self._loop.call_soon_threadsafe(self.inbox.put_nowait, record)
+        self._loop.call_soon_threadsafe(self.put, record)
 
     def stop(self) -> None:
-        self.inbox.put_nowait(_STOP)
+        """End ``run`` after the records queued before this call (event-loop thread)."""
+        self.put(_STOP)
 
     def snapshot(self):  # noqa: ANN201 - CoreSnapshot
         return self.core.snapshot()
@@ -75,30 +88,42 @@ class Driver:
     async def run(self) -> None:
         """Serve until ``stop()``. Never raises for a bad record or a failed action."""
         self._loop = asyncio.get_running_loop()
-        while True:
-            batch = [await self.inbox.get()]
-            while not self.inbox.empty():
-                batch.append(self.inbox.get_nowait())
-            stopping = any(r is _STOP for r in batch)
-            now = clock.monotonic()
-            for record in batch:
-                if record is not _STOP:
-                    self._record(record, now)
-            try:
-                plan = self.core.step(now)
-            except Exception:  # a core bug must not kill serving: log it, keep the loop
-                log.exception("step(%s) failed", now)
-                continue
+        self._stopped = self._loop.create_future()
+        if self._records and not self._turn_scheduled:
+            self._turn_scheduled = True
+            self._loop.call_soon(self._turn)
+        try:
+            await self._stopped
+        finally:
+            self._loop = None  # later records wait for a next run (none is scheduled)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _turn(self) -> None:
+        """One instant: record everything queued, step the core once, act, re-arm."""
+        self._turn_scheduled = False
+        records, self._records = self._records, deque()
+        stopping = False
+        now = clock.monotonic()
+        for record in records:
+            if record is _STOP:
+                stopping = True
+            else:
+                self._record(record, now)  # type: ignore[arg-type]
+        try:
+            plan = self.core.step(now)
             self.steps += 1
             self.actuator.apply(plan.actions, now)
             self._rearm(now)
             if now - self._last_sample >= self.sample_every_s:
                 self._last_sample = now
                 self.metrics.sample(self.core.gauges(), now)
-            if stopping:
-                break
-        if self._timer is not None:
-            self._timer.cancel()
+        except Exception:  # a core bug must not kill serving: log it, keep the loop
+            log.exception("the turn at %s failed", now)
+        finally:
+            if stopping and self._stopped is not None and not self._stopped.done():
+                self._stopped.set_result(None)
 
     def _record(self, record: Record, now: float) -> None:
         core = self.core
@@ -149,4 +174,4 @@ class Driver:
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = None
-        self.inbox.put_nowait(Wake())
+        self.put(Wake())

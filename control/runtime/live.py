@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -57,6 +58,14 @@ class RuntimeConfig:
             "alive then (modules, torch and transformers, the wiring) out of the garbage "
             "collector's generations (gc.freeze): a full collection otherwise rescans ~300k "
             "startup objects (~170 ms here) and stalls the driver while a backlog grows"
+        },
+    )
+    read_executor_on_loop: bool = field(
+        default=True,
+        metadata={
+            "help": "the driver's loop reads the executor's worker pipes itself when the "
+            "executor can (LocalExecutor.attach): each completion is handled in the loop turn "
+            "it arrives, without the pump thread's two hand-offs"
         },
     )
 
@@ -113,9 +122,16 @@ class LiveRuntime:
         add_listener = getattr(self.executor, "add_listener", None)
         if add_listener is not None:  # straight into the driver's inbox: one hop, no task
             put = self.driver.put
+            loop_thread = threading.get_ident()
+            attach = getattr(self.executor, "attach", None)
+            if attach is not None and self.config.read_executor_on_loop:
+                await attach()  # the loop reads the worker pipes: no hop at all
 
             def deliver(event: object) -> None:
-                loop.call_soon_threadsafe(put, ExecEvent(event))
+                if threading.get_ident() == loop_thread:
+                    put(ExecEvent(event))
+                else:
+                    loop.call_soon_threadsafe(put, ExecEvent(event))
 
             self._listener = deliver
             add_listener(deliver)
@@ -162,6 +178,9 @@ class LiveRuntime:
         if self._listener is not None:
             self.executor.remove_listener(self._listener)  # type: ignore[attr-defined]
             self._listener = None
+        detach = getattr(self.executor, "detach", None)
+        if detach is not None:
+            detach()  # on the loop, before the executor closes the pipes it reads
         if self.driver is not None:
             self.driver.stop()
             await asyncio.wait(self._tasks[:1], timeout=5)

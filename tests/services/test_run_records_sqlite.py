@@ -3,6 +3,7 @@ the session path's outcomes and errors whenever a batch is unusual, and durable 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 import uuid
@@ -20,7 +21,7 @@ from control.services.run_records import (
     apply_run_records,
 )
 from control.services.run_records_sqlite import SqliteRunRecords
-from control.services.writer import GroupCommitWriter
+from control.services.writer import GroupCommitWriter, WriterConfig
 from db.session import make_engine, make_session_factory, session_scope
 from tests.services.builders import T0, build_world
 
@@ -149,10 +150,54 @@ async def test_raw_commits_are_durable_and_the_connection_is_returned(sqlite_wor
                            workflow_version="1", body_hash="h", priority_class="standard",
                            received_at=T0)  # fmt: skip
     await writer.write(op)
-    assert engine.pool.checkedout() == 1  # the database thread keeps one connection
+    assert writer.inline_commits == 1  # one small batch, an idle writer: committed on the loop
+    assert engine.pool.checkedout() == 1  # the loop's connection is kept for the next one
     await writer.stop()
     assert engine.pool.checkedout() == 0
     assert [r[0] for r in _dump(url)["requests"]] == [rid]  # a fresh connection sees it
+    with engine.connect() as conn:  # the pool got the connection back with its own settings
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+
+
+def _accept(tenant: int) -> AcceptRequest:
+    return AcceptRequest.new(request_id=str(uuid.uuid4()), tenant_id=tenant,
+                             workflow_name="rag", workflow_version="1", body_hash="h",
+                             priority_class="standard", received_at=T0)  # fmt: skip
+
+
+async def test_without_inline_commits_every_batch_goes_to_the_database_thread(sqlite_world) -> None:
+    url, world = sqlite_world("t.db")
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
+                               WriterConfig(inline_max_rows=0), raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    op = _accept(world.tenant)
+    assert (await writer.write(op)).existing is False
+    await writer.stop()
+    assert writer.inline_commits == 0 and writer.commits == 1
+    assert [r[0] for r in _dump(url)["requests"]] == [op.record.id]
+
+
+async def test_a_held_write_lock_sends_the_batch_to_the_thread_without_stalling_the_loop(
+    sqlite_world,
+) -> None:
+    url, world = sqlite_world("l.db")
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
+                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    other = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock for a while
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.3, other.execute, "COMMIT")
+    op = _accept(world.tenant)
+    pending = writer.submit(op)
+    started = loop.time()
+    await asyncio.sleep(0.05)  # the loop is free while the database thread waits for the lock
+    assert loop.time() - started < 0.25
+    assert (await pending).existing is False
+    await writer.stop()
+    other.close()
+    assert writer.inline_commits == 0 and writer.commits == 1
+    assert [r[0] for r in _dump(url)["requests"]] == [op.record.id]
 
 
 def test_other_backends_get_no_raw_path() -> None:

@@ -1,0 +1,119 @@
+"""The live driver's turns: every record queued before a turn is recorded at one ``now`` and
+stepped once; a failed turn does not stop the driver; ``stop`` ends ``run`` after what was
+queued before it. The core and actuator are small fakes: only the driver's loop is under test."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from control.runtime.driver import Driver
+from control.runtime.state import Submit, Wake
+
+
+@dataclass
+class _Plan:
+    actions: tuple = ()
+
+
+@dataclass
+class _Core:
+    submitted: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    fail_next_step: bool = False
+
+    def submit(self, request, now: float) -> None:  # noqa: ANN001
+        self.submitted.append((request, now))
+
+    def step(self, now: float) -> _Plan:
+        self.steps.append((now, [r for r, _ in self.submitted]))
+        if self.fail_next_step:
+            self.fail_next_step = False
+            raise RuntimeError("a core bug")
+        return _Plan()
+
+    def next_wakeup(self, now: float) -> None:
+        return None
+
+    def gauges(self) -> None:
+        return None
+
+
+class _Actuator:
+    def __init__(self) -> None:
+        self.applied: list = []
+        self.on_apply = None
+
+    def apply(self, actions, now: float) -> None:  # noqa: ANN001
+        self.applied.append(now)
+        if self.on_apply is not None:
+            self.on_apply()
+
+
+class _Metrics:
+    def sample(self, gauges, now: float) -> None:  # noqa: ANN001
+        pass
+
+
+def _driver() -> tuple[Driver, _Core, _Actuator]:
+    core, actuator = _Core(), _Actuator()
+    driver = Driver(core, actuator, None, _Metrics(), lambda *_: None)  # type: ignore[arg-type]
+    return driver, core, actuator
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_records_of_one_instant_share_one_step_and_one_now() -> None:
+    driver, core, _ = _driver()
+    driver.put(Submit("before-run"))  # type: ignore[arg-type]  # waits for run
+    task = asyncio.create_task(driver.run())
+    await _settle()
+    driver.put(Submit("a"))  # type: ignore[arg-type]
+    driver.put(Submit("b"))  # type: ignore[arg-type]
+    await _settle()
+    assert [names for _, names in core.steps] == [["before-run"], ["before-run", "a", "b"]]
+    nows = {now for req, now in core.submitted if req in ("a", "b")}
+    assert len(nows) == 1 and nows == {core.steps[1][0]}
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+    assert driver.steps == len(core.steps) == 3  # the stop's own instant steps too
+
+
+async def test_a_record_put_during_a_turn_gets_the_next_turn() -> None:
+    driver, core, actuator = _driver()
+    task = asyncio.create_task(driver.run())
+    actuator.on_apply = lambda: (
+        driver.put(Submit("follow-up")) if len(actuator.applied) == 1 else None  # type: ignore[arg-type]
+    )
+    driver.put(Submit("first"))  # type: ignore[arg-type]
+    await _settle()
+    assert [names for _, names in core.steps] == [["first"], ["first", "follow-up"]]
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_a_failed_turn_is_logged_and_the_driver_goes_on(caplog) -> None:  # noqa: ANN001
+    driver, core, actuator = _driver()
+    task = asyncio.create_task(driver.run())
+    core.fail_next_step = True
+    driver.put(Submit("x"))  # type: ignore[arg-type]
+    await _settle()
+    assert "turn" in caplog.text and actuator.applied == []
+    driver.put(Wake())
+    await _settle()
+    assert len(core.steps) == 2 and len(actuator.applied) == 1
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_stop_ends_run_after_the_records_before_it_even_when_that_turn_fails() -> None:
+    driver, core, _ = _driver()
+    task = asyncio.create_task(driver.run())
+    core.fail_next_step = True
+    driver.put(Submit("last"))  # type: ignore[arg-type]
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+    assert [names for _, names in core.steps] == [["last"]]
