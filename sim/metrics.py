@@ -27,9 +27,8 @@ from control.core.types import Request
 from sim.executor import Completion
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestRecord:
-    __slots__ = ("arrival", "tenant", "workflow", "deadline", "first_token", "end", "status")
     arrival: float
     tenant: str
     workflow: str
@@ -37,6 +36,16 @@ class RequestRecord:
     first_token: float | None
     end: float | None
     status: str  # "running" | "succeeded" | "failed" | "preempted" | "timed_out" | "rejected"
+
+
+def _busy_table() -> dict[str, dict[int, float]]:
+    """device -> bucket -> busy seconds. Named functions, not nested lambdas: mypyc 2.4 crashes
+    on a lambda inside a dataclass field's default factory lambda."""
+    return defaultdict(_float_table)
+
+
+def _float_table() -> dict[int, float]:
+    return defaultdict(float)
 
 
 @dataclass
@@ -47,9 +56,7 @@ class Recorder:
     output_nodes: dict[str, frozenset[str]]  # workflow -> nodes whose output the caller gets
     bucket_s: float = 1.0
     requests: dict[str, RequestRecord] = field(default_factory=dict)
-    busy: dict[str, dict[int, float]] = field(
-        default_factory=lambda: defaultdict(lambda: defaultdict(float))
-    )
+    busy: dict[str, dict[int, float]] = field(default_factory=_busy_table)
     service: list[ServiceSample] = field(default_factory=list)
     queue_depth: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))

@@ -111,6 +111,7 @@ def _choose(
     queued = list(by_key.values())
     joining = bool(rec.running) and rec.model.continuous_batching
     if rec.device.device_id not in st.reserved_devices:
+        formed: FormedBatch | None
         if joining:
             formed = _join(queued, rec, slots)
         else:
@@ -181,7 +182,9 @@ def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
     elif ahead:  # the batch in flight outlived its prediction: the table is too optimistic
         reason += " (sent ahead: starts when the batch in flight ends, past its predicted end)"
     _launch(st, chosen, rec, formed.padded_tokens, predicted, reason)
-    rec.start_running(chosen[0].batch_id, n, st.now, start + predicted / 1e6, prefill_us / 1e6)
+    batch_id = chosen[0].batch_id
+    assert batch_id is not None  # set by _launch
+    rec.start_running(batch_id, n, st.now, start + predicted / 1e6, prefill_us / 1e6)
     mark_used(st, rec)
     arm_ahead(st, rec)
 

@@ -23,10 +23,11 @@ from control.core.state import QueuedStep, ReplicaRecord
 from control.core.types import ReplicaState
 
 
-def pending_of(st: CoreState, model_key: str) -> PendingQueue:
+def pending_of(st: CoreState, model_key: str) -> PendingQueue[QueuedStep]:
     queue = st.pending.get(model_key)
     if queue is None:
-        queue = st.pending[model_key] = PendingQueue(model_key)
+        queue = PendingQueue(model_key)
+        st.pending[model_key] = queue
     return queue
 
 

@@ -10,6 +10,7 @@ import heapq
 import random
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from control.core.actions import Action
 from control.core.batching.base import BatchPolicy
@@ -25,15 +26,18 @@ from control.core.routing.transfer import TransferCosts
 from control.core.state import Cluster, InflightBatch, QueuedStep, RunRecord
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
-from control.core.types import ModelSpec, Request, StepResult
+from control.core.types import BatchResult, ModelSpec, Request
+
+if TYPE_CHECKING:
+    from control.core.rollout import Rollout
 
 
 @dataclass(frozen=True)
 class CoreConfig:
     batching: str = field(default="size_delay", metadata={"help": "batching strategy name"})
-    batching_config: object = field(default_factory=SizeDelayConfig)
+    batching_config: Any = field(default_factory=SizeDelayConfig)
     routing: str = field(default="predicted_completion", metadata={"help": "routing strategy"})
-    routing_config: object = field(default_factory=PredictedCompletionConfig)
+    routing_config: Any = field(default_factory=PredictedCompletionConfig)
     stealing: StealConfig = field(default_factory=StealConfig)
     transfer: TransferCosts = field(default_factory=TransferCosts)
     prefix_capacity_blocks: int = field(
@@ -108,11 +112,11 @@ class CoreState:
         self.deferred: list[object] = []  # fleet events applied at the next step
         self.sessions: dict[str, str] = {}
         self.submitted: list[tuple[Request, float]] = []
-        self.completed: list[tuple[str, StepResult | None, int, float]] = []
+        self.completed: list[tuple[BatchResult, float]] = []
         self.output_started: set[str] = set()
         self.ready: list[QueuedStep] = []  # steps to route in the next routing phase
         self.tools: list[QueuedStep] = []  # tool steps to dispatch in the batching phase
-        self.pending: dict[str, PendingQueue] = {}  # model -> ready steps not yet bound
+        self.pending: dict[str, PendingQueue[QueuedStep]] = {}  # model -> ready steps not yet bound
         self.unplaced: dict[str, list[QueuedStep]] = {}  # model -> steps no device can load
         self.dirty: set[str] = set()  # replicas whose batching decision may have changed
         self.headroom_blocked: set[str] = set()  # replicas holding work headroom refused
@@ -123,11 +127,11 @@ class CoreState:
         self.now = 0.0
         self.phase = "admission"
         self.actions: list[tuple[str, Action]] = []
-        self.preload = Counter()  # issued, hits, misses
+        self.preload: Counter[str] = Counter()  # issued, hits, misses
         self.routing_ctx: RoutingContext | None = None  # rebuilt when now or sessions change
         # (workflow, prompt tokens, output tokens) -> (est tokens, est cost): a pure cache
         self.estimates: dict[tuple[str, int, int], tuple[int, int]] = {}
-        self.rollout = None  # control.core.rollout.Rollout: the active or last rollout
+        self.rollout: Rollout | None = None  # the active or last rollout
         self.placement_events: list[object] = []  # PlacementChanged / RollbackRequested
         self.placement_history: list[tuple[str, dict, dict]] = []  # (plan id, target, splits)
         self.splits: dict[str, tuple[tuple[str, int], ...]] = {}  # canary traffic splits

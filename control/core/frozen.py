@@ -33,7 +33,7 @@ def fast_init(cls: type[T]) -> type[T]:
     namespace: dict[str, object] = {"_FACTORY": object()}
     args: list[str] = []
     body: list[str] = ["d = self.__dict__"]
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.kw_only or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
             raise TypeError(f"fast_init: {cls.__name__}.{f.name}: keyword-only or InitVar")
         name = f.name
@@ -60,5 +60,16 @@ def fast_init(cls: type[T]) -> type[T]:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
     init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[misc,method-assign,assignment]
+    return cls
+
+
+def keeps_dict(cls: type[T]) -> type[T]:
+    """Mark a class whose instances must keep a ``__dict__``; returns ``cls`` unchanged.
+
+    It matters only to the native build (``control.native``): mypyc compiles a class carrying a
+    decorator it does not know as a regular Python class (its methods still compiled), where it
+    would otherwise make a native class without ``__dict__``. The marked classes are the specs
+    that callers serialize with ``vars()`` and the policies whose methods tests replace.
+    """
     return cls

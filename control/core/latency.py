@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from control.core.frozen import keeps_dict
+
 
 class LatencyModel(Protocol):
     def forward_us(self, model_key: str, device_type: str, batch_size: int, tokens: int) -> int: ...
@@ -29,6 +31,7 @@ class LatencyModel(Protocol):
         ...
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class LatencyRow:
     model: str
@@ -38,6 +41,7 @@ class LatencyRow:
     latency_us: int
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class DecodeRow:
     model: str
@@ -46,6 +50,7 @@ class DecodeRow:
     per_seq_us: int  # per generated token, per sequence in the batch
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class LoadRow:
     model: str

@@ -10,12 +10,23 @@ price the backlog without scanning it.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from typing import Generic, Protocol, TypeVar
 
-from control.core.state import QueuedStep
-from control.core.tenancy.base import TenancyPolicy
+from control.core.tenancy.base import QueuedWork, TenancyPolicy
 
 
-class PendingQueue:
+class PendingStep(Protocol):
+    """What a pending queue reads of a step: ``control.core.state.QueuedStep`` in the core."""
+
+    key: str
+    work: QueuedWork
+    est_us: int
+
+
+S = TypeVar("S", bound=PendingStep)
+
+
+class PendingQueue(Generic[S]):
     """Unbound steps of one model. Entries are (queue key, seq, step); seq breaks ties so a
     step is never compared."""
 
@@ -23,8 +34,8 @@ class PendingQueue:
 
     def __init__(self, model_key: str) -> None:
         self.model_key = model_key
-        self.by_tenant: dict[str, list[tuple[tuple, int, QueuedStep]]] = {}
-        self.entries: dict[str, tuple[tuple, int, QueuedStep]] = {}
+        self.by_tenant: dict[str, list[tuple[tuple, int, S]]] = {}
+        self.entries: dict[str, tuple[tuple, int, S]] = {}
         self.us = 0  # predicted service time (us, one item's share of a full batch) of all steps
         self._seq = 0
 
@@ -34,7 +45,7 @@ class PendingQueue:
     def __contains__(self, key: str) -> bool:
         return key in self.entries
 
-    def push(self, step: QueuedStep, tenancy: TenancyPolicy) -> None:
+    def push(self, step: S, tenancy: TenancyPolicy) -> None:
         """Add a step (its ``est_us`` already set). Raises ValueError for a step already here."""
         if step.key in self.entries:
             raise ValueError(f"step {step.key!r} is already pending for {self.model_key}")
@@ -50,7 +61,7 @@ class PendingQueue:
         self.entries[step.key] = entry
         self.us += step.est_us
 
-    def remove(self, step: QueuedStep) -> bool:
+    def remove(self, step: S) -> bool:
         """Drop one step (cancelled run, re-routed); False when it is not here."""
         entry = self.entries.pop(step.key, None)
         if entry is None:
@@ -63,7 +74,7 @@ class PendingQueue:
         self.us -= step.est_us
         return True
 
-    def take(self, limit: int, tenancy: TenancyPolicy, now: float) -> list[QueuedStep]:
+    def take(self, limit: int, tenancy: TenancyPolicy, now: float) -> list[S]:
         """Remove and return up to ``limit`` steps in the tenancy half's service order."""
         if limit <= 0 or not self.entries:
             return []
@@ -71,7 +82,7 @@ class PendingQueue:
         chosen = tenancy.select(heads, limit, now)
         entries = self.entries
         steps = [entries[w.key][2] for w in chosen]
-        mine: dict[str, list[QueuedStep]] = {}
+        mine: dict[str, list[S]] = {}
         for s in steps:
             own_taken = mine.get(s.work.tenant_id)
             if own_taken is None:
@@ -93,7 +104,7 @@ class PendingQueue:
             self.us -= s.est_us
         return steps
 
-    def ordered(self, tenancy: TenancyPolicy, now: float) -> list[QueuedStep]:
+    def ordered(self, tenancy: TenancyPolicy, now: float) -> list[S]:
         """Every step in service order, without removing any (for snapshots: O(n log n))."""
         heads = {t: [e[2].work for e in own] for t, own in self.by_tenant.items()}
         return [self.entries[w.key][2] for w in tenancy.select(heads, len(self.entries), now)]

@@ -213,7 +213,8 @@ def _bind(st: CoreState, step: QueuedStep, rooms: dict[str, int]) -> None:
     else:
         demand = _demand(st, step)
         choice = st.routing.choose(demand, [reps[r] for r in rooms], _context(st))
-        rid = choice.score.replica_id  # type: ignore[union-attr]  (candidates are non-empty)
+        assert choice is not None  # candidates are non-empty
+        rid = choice.score.replica_id
     _assign(st, step, reps[rid], rooms)
 
 

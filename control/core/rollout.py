@@ -221,14 +221,14 @@ def advance(st: CoreState) -> None:
             st.emit(ReplicaRoutable(rid, rec.model.key, why))
     _reconcile(st, ro)
     for rid in sorted(ro.draining):
-        rec = st.cluster.replicas.get(rid)
-        if rec is None:
+        drec = st.cluster.replicas.get(rid)
+        if drec is None:
             ro.draining.discard(rid)
             continue
-        _move_queue(st, ro, rec)
-        if not rec.running and not rec.queue:
+        _move_queue(st, ro, drec)
+        if not drec.running and not drec.queue:
             ro.draining.discard(rid)
-            evict(st, rec, f"{rid} drained for plan {ro.plan_id}: nothing queued or in flight")
+            evict(st, drec, f"{rid} drained for plan {ro.plan_id}: nothing queued or in flight")
             ro.evicted += 1
     _settle(st, ro)
 

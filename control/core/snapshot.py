@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from control.core.context import CoreState
+from control.core.frozen import keeps_dict
 from control.core.state import QueuedStep, ReplicaRecord, RunRecord
 from control.core.tenancy.base import QueuePositions
 
@@ -84,6 +86,7 @@ class PreloadStats:
     hit_rate_milli: int | None  # hits / (hits + misses) in thousandths; None before any outcome
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class RolloutView:
     """Progress of the active (or last) rollout."""
@@ -113,7 +116,7 @@ class CoreSnapshot:
     batches: tuple[BatchView, ...]
     counters: Mapping[str, int]
     preload: PreloadStats
-    tenancy: object
+    tenancy: Any
     rollout: RolloutView | None = None
     splits: Mapping[str, tuple[tuple[str, int], ...]] = field(
         default_factory=lambda: MappingProxyType({})

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-from control.core.frozen import fast_init
+from control.core.frozen import fast_init, keeps_dict
 
 #: Model tasks a workflow node can run.
 TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
@@ -30,6 +30,7 @@ def _require(cond: bool, owner: str, name: str, value: object, rule: str) -> Non
         raise ValueError(f"{owner}.{name}={value!r}: {rule}")
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class ModelSpec:
     """A servable model version. ``key`` (``name:version``) identifies it everywhere."""
@@ -99,6 +100,7 @@ class ModelSpec:
         return f"{self.name}:{self.version}"
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class DeviceSpec:
     """One accelerator (or CPU worker slot). ``accelerator`` keys the latency tables."""

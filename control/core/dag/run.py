@@ -230,8 +230,8 @@ class DagRun:
             rid = self.run_id
             out = []
             for f, sfs in static:  # plain loops: this runs for every first step of every run
-                refs = [InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs]
-                out.append(InputBinding(f, tuple(refs)))
+                static_refs = [InputRef(rid, INPUT_NODE, sf, None, None) for sf in sfs]
+                out.append(InputBinding(f, tuple(static_refs)))
             return tuple(out)
         # per target field (sorted), its live edges in spec order: "any" keeps the first only
         out = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 #: Pseudo-node whose fields are the workflow's inputs.
 INPUT_NODE = "input"
@@ -46,6 +47,7 @@ PORTS: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = MappingProxyT
 )
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
+_EMPTY_STR: Mapping[str, str] = _EMPTY  # type: ignore[assignment]  # the same empty mapping
 
 
 class SpecFormatError(ValueError):
@@ -90,8 +92,8 @@ class DagSpec:
     workflow: str
     nodes: tuple[NodeSpec, ...]
     edges: tuple[EdgeSpec, ...]
-    inputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
-    outputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # name -> "node.field"
+    inputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY_STR)
+    outputs: Mapping[str, str] = field(default_factory=lambda: _EMPTY_STR)  # name -> "node.field"
 
     def node(self, node_id: str) -> NodeSpec:
         for n in self.nodes:
@@ -138,6 +140,12 @@ def _node_from_dict(i: int, raw: object) -> NodeSpec:
     )
 
 
+def _str_map(raw: Any) -> Mapping[str, str]:
+    """A read-only str -> str copy of an optional mapping (``inputs``, ``outputs``); whatever
+    ``dict()`` refuses raises as it does."""
+    return MappingProxyType({str(k): str(v) for k, v in dict(raw or {}).items()})
+
+
 def dag_from_dict(raw: Mapping[str, object]) -> DagSpec:
     """Build a spec from a parsed JSON/YAML dict. Raises SpecFormatError on a malformed shape;
     semantic problems (cycles, unknown models...) are left to ``validate``."""
@@ -160,10 +168,8 @@ def dag_from_dict(raw: Mapping[str, object]) -> DagSpec:
         workflow=str(raw["workflow"]),
         nodes=nodes,
         edges=tuple(edges),
-        inputs=MappingProxyType({str(k): str(v) for k, v in dict(raw.get("inputs") or {}).items()}),
-        outputs=MappingProxyType(
-            {str(k): str(v) for k, v in dict(raw.get("outputs") or {}).items()}
-        ),
+        inputs=_str_map(raw.get("inputs")),
+        outputs=_str_map(raw.get("outputs")),
     )
 
 

@@ -209,8 +209,8 @@ def validate(
         problems.append(ValidationProblem("unreachable", f"nodes[{node_id}]", msg))
     for name, ref in spec.outputs.items():
         node, _, fld = ref.partition(".")
-        n = by_id.get(node)
-        if n is None or fld not in PORTS.get(n.kind, ({}, {}))[1]:
+        out_node = by_id.get(node)
+        if out_node is None or fld not in PORTS.get(out_node.kind, ({}, {}))[1]:
             problems.append(
                 ValidationProblem("bad_output", f"outputs[{name}]", f"no output {ref!r}")
             )

@@ -18,8 +18,10 @@ from control.core.placement.workspace import Workspace
 
 
 class PlacementPolicy(Protocol):
-    name: str
-    config_type: type
+    @property
+    def name(self) -> str: ...
+    @property
+    def config_type(self) -> type: ...
 
     def plan(
         self, snapshot: ClusterSnapshot, demand: Demand, config: Any | None = None
@@ -29,8 +31,10 @@ class PlacementPolicy(Protocol):
 
 
 class PlacementStage(Protocol):
-    name: str
-    config_type: type
+    @property
+    def name(self) -> str: ...
+    @property
+    def config_type(self) -> type: ...
 
     def place(self, ws: Workspace, config: Any) -> None:
         """Add placements to ``ws`` (and failures for what does not fit); reads only ``ws``."""

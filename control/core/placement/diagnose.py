@@ -71,8 +71,11 @@ def diagnose(ws: Workspace, key: str, pool: str) -> None:
         found[("precision", key)] = f"no up device runs any of {list(model.precisions)}"
         why = f"no {pool} device runs any of its precisions {list(model.precisions)}"
     else:
-        why = _tp_problem(ws, key, compat, found) or _size_problem(ws, key, pool, compat, found)
-        why = why or _room_problem(ws, key, pool, compat, found)
+        why = (
+            _tp_problem(ws, key, compat, found)
+            or _size_problem(ws, key, pool, compat, found)
+            or _room_problem(ws, key, pool, compat, found)
+        )
     if pool == "hot" and ws.cold:
         mem = ws.mem(key)
         spare = [d for d in ws.cold if ws.devices[d].spec.memory_mib - ws.reserved[d] >= mem]

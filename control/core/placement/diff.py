@@ -84,6 +84,7 @@ def diff(old: PlacementPlan | None, new: PlacementPlan) -> PlanDiff:
         o, n = before.get(slot), after.get(slot)
         keep = min(o.replicas if o else 0, n.replicas if n else 0)
         if keep:
+            assert o is not None and n is not None  # keep > 0: both sides place the slot
             unchanged.append(Placement(n.model_key, n.device_ids, keep, n.pool, n.reason))
             if o.pool != n.pool:
                 pool_changes.append(PoolChange(n.model_key, n.device_ids, o.pool, n.pool, keep))

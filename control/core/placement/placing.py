@@ -4,7 +4,7 @@ the adapter that lets a stage act as a stand-alone policy."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from control.core.placement.base import PlacementStage
 from control.core.placement.choose import pick
@@ -76,8 +76,8 @@ class StagePolicy:
     """Mixin: a stage used alone. It runs first, then best fit places what it left (one replica
     per model unless the stage says otherwise through ``targets``)."""
 
-    name: str
-    config_type: type
+    name: ClassVar[str]
+    config_type: ClassVar[type]
 
     def targets(
         self, snapshot: ClusterSnapshot, demand: Demand, config: Any

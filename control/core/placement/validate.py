@@ -46,8 +46,8 @@ def violations(plan: PlacementPlan, snapshot: ClusterSnapshot) -> list[str]:
                     f"{p.model_key}: {p.pool} placement on device {d.device_id} (cold pool: {d.device_id in cold})"
                 )
             used[d.device_id] = used.get(d.device_id, 0) + model.spec.memory_mib * p.replicas
-    for d, mib in sorted(used.items()):
-        limit = devices[d].spec.memory_mib - reserved[d]
+    for dev_id, mib in sorted(used.items()):
+        limit = devices[dev_id].spec.memory_mib - reserved[dev_id]
         if mib > limit:
-            out.append(f"device {d}: {mib} MiB placed > {limit} MiB (memory minus headroom)")
+            out.append(f"device {dev_id}: {mib} MiB placed > {limit} MiB (memory minus headroom)")
     return out

@@ -21,7 +21,10 @@ from control.core.types import DeviceSpec
 class Candidate(Protocol):
     replica_id: str
     device: DeviceSpec  # primary device
-    loading: bool
+
+    @property
+    def loading(self) -> bool: ...
+
     ready_at: float  # predicted end of loading (loading replicas)
     busy_until: float  # when it can next start new work (end of the batch in flight)
     queue_us: int  # predicted service time of everything queued there

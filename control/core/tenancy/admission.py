@@ -35,7 +35,7 @@ class AdmissionLimits:
         """Replace limits. Buckets whose size did not change keep their level."""
         self._tenants = {t.tenant_id: t for t in tenants}
         self._max_queued = {}
-        buckets = {}
+        buckets: dict[tuple[str, str], TokenBucket] = {}
         for spec in quotas:
             if spec.resource == "queued_runs":
                 self._max_queued[spec.tenant_id] = spec.nominal
@@ -47,7 +47,9 @@ class AdmissionLimits:
                     spec.nominal,
                 )
                 buckets[key] = (
-                    old if same else TokenBucket(spec.nominal, spec.nominal, spec.period_s, now)
+                    old
+                    if same and old is not None
+                    else TokenBucket(spec.nominal, spec.nominal, spec.period_s, now)
                 )
         self._buckets = buckets
         self._buckets_of = {}

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
-from control.core.frozen import fast_init
+from control.core.frozen import fast_init, keeps_dict
 
 #: Priority classes, most urgent first. Order within a tenant follows this rank.
 PRIORITY_CLASSES: tuple[str, ...] = ("critical", "standard", "batch")
@@ -119,6 +119,7 @@ class ReclaimOrder:
     reason: str
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class TenantSpec:
     tenant_id: str
@@ -128,6 +129,7 @@ class TenantSpec:
     status: str = "active"
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class QuotaSpec:
     """Quota of one tenant on one resource (tokens_per_min, requests_per_min, concurrent_requests, ...)."""
@@ -140,6 +142,7 @@ class QuotaSpec:
     period_s: int = 60
 
 
+@keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class HeadroomSpec:
     reservation_id: str

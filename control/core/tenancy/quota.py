@@ -87,7 +87,7 @@ class QuotaLedger:
             self._specs[(spec.tenant_id, spec.resource)] = spec
             usage = self._usage.get((spec.tenant_id, spec.resource))
             if isinstance(usage, SlidingUsage):
-                usage.period_s = spec.period_s
+                usage.period_s = float(spec.period_s)
         by_tenant: dict[str, list[QuotaSpec]] = {}
         for (tenant_id, _resource), spec in sorted(self._specs.items()):
             by_tenant.setdefault(tenant_id, []).append(spec)

@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from control.core.tenancy.base import QueuedWork
 from control.core.tenancy.priority import fifo_key
@@ -22,7 +23,8 @@ class FcfsFairShare:
     name = "fcfs"
 
     def __init__(self, config: FcfsConfig | None = None) -> None:
-        self.config = config or FcfsConfig()
+        # Any: RateLimitFairShare (a subclass) keeps its RateLimitConfig here
+        self.config: Any = config or FcfsConfig()
 
     def set_weights(self, weights: Mapping[str, int]) -> None:
         """Weights are ignored: FCFS is the unweighted baseline."""

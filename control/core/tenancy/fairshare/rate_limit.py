@@ -42,7 +42,7 @@ class RateLimitFairShare(FcfsFairShare):
     name = "rate_limit"
 
     def __init__(self, config: RateLimitConfig | None = None) -> None:
-        self.config = config or RateLimitConfig()  # type: ignore[assignment]
+        self.config = config or RateLimitConfig()
         self._weights: dict[str, int] = {}
         self._starts: dict[str, deque[float]] = {}
 
