@@ -26,6 +26,8 @@ import logging
 import threading
 from typing import Any
 
+from control.executor.base import ExecutorError
+
 log = logging.getLogger(__name__)
 
 
@@ -41,10 +43,13 @@ class AttachMixin:
 
     async def attach(self) -> None:
         """Read the worker pipes on the running loop from now on (see the module docstring).
-        Returns once the loop watches every pipe; idempotent."""
+        Returns once the loop watches every pipe; idempotent. Only after ``start`` (the pump
+        thread must be there to hand reading over)."""
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
+        if self._pump is None or not self._pump.is_alive():
+            raise ExecutorError("attach() needs a started executor (its pump thread hands over)")
         ack: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             self._attach_request = ack

@@ -123,9 +123,6 @@ class LiveRuntime:
         if add_listener is not None:  # straight into the driver's inbox: one hop, no task
             put = self.driver.put
             loop_thread = threading.get_ident()
-            attach = getattr(self.executor, "attach", None)
-            if attach is not None and self.config.read_executor_on_loop:
-                await attach()  # the loop reads the worker pipes: no hop at all
 
             def deliver(event: object) -> None:
                 if threading.get_ident() == loop_thread:
@@ -135,6 +132,9 @@ class LiveRuntime:
 
             self._listener = deliver
             add_listener(deliver)
+            attach = getattr(self.executor, "attach", None)
+            if attach is not None and self.config.read_executor_on_loop:
+                await attach()  # the loop reads the worker pipes: no hop at all
         else:
             self._tasks.append(loop.create_task(self._forward()))
         await asyncio.gather(*self._initial_loads())

@@ -9,6 +9,8 @@ import os
 import signal
 import threading
 
+import pytest
+
 from control.executor.base import (
     Batch,
     BatchItem,
@@ -81,3 +83,11 @@ async def test_stop_from_another_thread_lets_the_loop_go_of_the_pipes_first(mode
     assert not ex.attached and ex._watched == {}
     loop = asyncio.get_running_loop()
     assert all(not loop.remove_reader(fd) for fd in watched)  # nothing left registered
+
+
+async def test_attach_before_start_is_refused() -> None:
+    from control.executor.base import ExecutorError
+    from control.executor.local import ExecutorConfig, LocalExecutor
+
+    with pytest.raises(ExecutorError, match="started executor"):
+        await LocalExecutor(ExecutorConfig(use_cuda=False, cpu_slots=1)).attach()
