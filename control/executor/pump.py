@@ -92,19 +92,11 @@ class PumpMixin:
         # other waits there in order, where a cancel can still take its items out.
         handle = self._workers[parked.device_id]
         moved = {k: v for k, v in parked.moved.items() if v is not None}
-        batch_id = parked.batch.batch_id
-        # A batch sent to a worker with nothing in flight starts as it arrives: its hang
-        # deadline is armed here and the worker sends no "started" for it (a message less on
-        # the path of every batch to an idle worker). A batch that queues behind others is
-        # announced by the worker when it starts, as before.
-        at_once = not handle.inflight
-        handle.inflight[batch_id] = parked.batch
-        if not self._send(handle, ("batch", parked.batch, moved, at_once)):
-            handle.inflight.pop(batch_id, None)
+        handle.inflight[parked.batch.batch_id] = parked.batch
+        if not self._send(handle, ("batch", parked.batch, moved)):
+            handle.inflight.pop(parked.batch.batch_id, None)
             fails = self._failures(parked.batch, parked.device_id, "worker pipe closed")
             self._finish(parked.batch, fails)
-        elif at_once:
-            self._on_started(handle, batch_id)
 
     # ---- cancelling ---------------------------------------------------------------------------
 

@@ -295,19 +295,3 @@ async def test_events_async_iterator_delivers_completions(ex):
         event = await asyncio.wait_for(anext(stream), 10)
     assert event.result.ok
     await stream.aclose()
-
-
-def test_a_batch_sent_to_an_idle_worker_is_timed_from_its_sending(ex):
-    """No "started" message for a batch sent to an idle worker: it runs as it arrives, so the
-    executor times it from when it sent it; a batch queued behind it is timed from its start."""
-    load(ex, "noop-t", NOOP, "cpu:1")
-    ex.submit(Batch("t1", "noop-t", (one("t1-k", "noop", {"x": 1}, busy_ms=400),)))
-    running = {s.device_id: s.running for s in ex.heartbeat()}["cpu:1"]
-    assert [r.batch_id for r in running] == ["t1"]  # before the worker said anything
-    ex.submit(Batch("t2", "noop-t", (one("t2-k", "noop", {"x": 2}, busy_ms=10),)))
-    assert [r.batch_id for r in {s.device_id: s.running for s in ex.heartbeat()}["cpu:1"]] == [
-        "t1"
-    ]  # queued, not started
-    done = completions(wait_for(ex, all_done(["t1-k", "t2-k"])))
-    assert done["t1-k"].ok and done["t2-k"].ok
-    assert {s.device_id: s.running for s in ex.heartbeat()}["cpu:1"] == ()
