@@ -19,8 +19,10 @@ Per model:
   SLO is stated per model (see ``SLO_BATCHES``): the larger of a fixed quiet-machine figure
   and three times one ceiling batch.
 * instrumentation per level: batch sizes the core formed (mean, max) and per-batch device
-  time (ms) measured by the worker, so a gap can be told apart: small batches (core batching)
-  vs slow batches (executor) vs waiting between batches (driver).
+  time (ms, median and slowest) measured by the worker, so a gap can be told apart: small
+  batches (core batching) vs slow batches (executor) vs waiting between batches (driver); and
+  the longest time no run ended (``max_completion_gap_ms``): a stall far longer than the
+  slowest batch happened outside the device.
 Every run's prompt is the same shared text plus a unique suffix, in the ceiling too, so both
 see the same prefix-cache hits. The worker is pinned to the same core the ceiling was
 measured on; the driver runs beside it. The 1-minute load average before and after is
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -201,6 +204,7 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     """Open-loop Poisson arrivals at ``rate`` for ``seconds``; latency of every run."""
     rng = random.Random(int(rate * 1000))
     lat: list[float] = []
+    ends: list[float] = []  # when each run's result arrived
     batches: dict[tuple[str, str], tuple[int, float]] = {}  # (replica, batch) -> size, ms
     failed = 0
     tasks = []
@@ -213,7 +217,8 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
         start = monotonic()
         r = await rt.submit_run(RunRequest(req, {"x": prompt(serial)})).result()
         if r.ok:
-            lat.append(monotonic() - start)
+            ends.append(monotonic())
+            lat.append(ends[-1] - start)
             u = r.usage[0]
             # items of one batch share its device time: size x share = the batch's time
             key = (u.replica or "", f"{u.batch_size}:{u.device_us}")
@@ -237,6 +242,8 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     sizes = [size for size, _ in batches.values()]
     per_batch = sorted(ms for _, ms in batches.values())
     busy_s = sum(per_batch) / 1000.0
+    ends.sort()
+    gap_ms = max((b - a for a, b in itertools.pairwise(ends)), default=0.0) * 1000.0
     return {"offered_rate": round(rate, 2), "arrivals": n, "completed": len(lat),
             "failed": failed, "throughput": round(len(lat) / window, 2),
             "p50_s": round(lat[len(lat) // 2], 3) if lat else None, "p99_s": round(p99, 3),
@@ -244,6 +251,11 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
             "batch_size_mean": round(sum(sizes) / max(1, len(sizes)), 1),
             "batch_size_max": max(sizes, default=0),
             "batch_device_ms_p50": round(per_batch[len(per_batch) // 2], 1) if per_batch else None,
+            # a stall tells its place: the slowest batch on the device against the longest time
+            # no run ended (a gap far beyond any batch: the driver or the host stood still)
+            "batch_device_ms_max": round(per_batch[-1], 1) if per_batch else None,
+            "max_completion_gap_ms": round(gap_ms, 1),
+            "latency_max_s": round(lat[-1], 3) if lat else None,
             # joined batches overlap on the device: their sum is no busy share
             "device_busy_share": None if case.get("continuous") else
                                  round(busy_s / (window + drained), 3),
