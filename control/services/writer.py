@@ -226,33 +226,21 @@ class GroupCommitWriter:
                 conn = self._inline_conn.driver_connection
                 conn.execute("PRAGMA busy_timeout=0")  # never wait on the loop
                 conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: the thread's
-            conn = self._inline_conn.driver_connection
-            conn.execute("BEGIN IMMEDIATE")
-        except Exception as exc:  # the lock is held elsewhere (or no connection)
+            outcomes = self._raw_commit(self._inline_conn, ops)
+        except Exception as exc:  # no connection to be had
             log.debug("inline commit not started (%s); using the database thread", exc)
-            return None
-        try:
-            outcomes = self._raw(conn, ops)
-            if outcomes is None:
-                conn.execute("ROLLBACK")
-                return None
-            conn.execute("COMMIT")
-        except Exception as exc:
-            log.debug("inline commit of %d op(s) failed (%s); using the database thread",
-                      len(ops), exc)  # fmt: skip
-            self._drop_inline(conn)
             return None
         finally:
             self.busy_s += perf_counter() - started
+        if not self._inline_conn.is_valid:
+            pooled, self._inline_conn = self._inline_conn, None
+            pooled.close()
+        if outcomes is None:
+            return None
         self.commits += 1
         self.inline_commits += 1
         self.rows += len(ops)
         return outcomes
-
-    def _drop_inline(self, conn: Any) -> None:
-        if not _rolled_back(conn):
-            self._inline_conn.invalidate()
-            self._inline_conn = None
 
     def _close_inline(self) -> None:
         """Give the inline connection back to the pool with the engine's own settings."""
@@ -325,9 +313,20 @@ class GroupCommitWriter:
         assert self._raw is not None and self._engine is not None
         if self._raw_conn is None:
             self._raw_conn = self._engine.raw_connection()  # pool events set the pragmas
-        conn = self._raw_conn.driver_connection
+        outcomes = self._raw_commit(self._raw_conn, ops)
+        if not self._raw_conn.is_valid:
+            self._close_raw()
+        return outcomes
+
+    def _raw_commit(self, pooled: Any, ops: list[Any]) -> list[Any] | None:
+        """``ops`` through the raw applier in one transaction on ``pooled`` (``BEGIN
+        IMMEDIATE`` takes the write lock, as the session's begin does); None, with nothing
+        written, when the lock is not had, the applier declines or anything raises. A
+        connection that cannot even roll back is invalidated (the caller lets it go)."""
+        assert self._raw is not None
+        conn = pooled.driver_connection
         try:
-            conn.execute("BEGIN IMMEDIATE")  # as the session's begin: take the write lock
+            conn.execute("BEGIN IMMEDIATE")
             outcomes = self._raw(conn, ops)
             if outcomes is None:
                 conn.execute("ROLLBACK")
@@ -335,15 +334,10 @@ class GroupCommitWriter:
             conn.execute("COMMIT")
             return outcomes
         except Exception as exc:
-            log.debug("raw transaction of %d op(s) failed (%s); using the session", len(ops), exc)
-            self._drop_raw(conn)
+            log.debug("raw transaction of %d op(s) failed (%s)", len(ops), exc)
+            if not _rolled_back(conn):
+                pooled.invalidate()
             return None
-
-    def _drop_raw(self, conn: Any) -> None:
-        """Roll back whatever is open; a connection that cannot is discarded."""
-        if not _rolled_back(conn):
-            self._raw_conn.invalidate()
-            self._close_raw()
 
     def _close_raw(self) -> None:
         if self._raw_conn is not None:
