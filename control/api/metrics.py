@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control.runtime.clock import perf_counter
+from control.runtime.metrics import Children
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -53,14 +54,21 @@ class GatewayMetrics:
             ["tenant"],
             registry=self.registry,
         )
+        # every request and every settled run update these: children resolved once each
+        self.http_requests_by = Children(self.http_requests)
+        self.http_seconds_by = Children(self.http_seconds)
+        self._runs = Children(self.runs)
+        self._tokens = Children(self.tokens)
+        self._cost_units = Children(self.cost_units)
 
     def on_settled(self, request_id: str, record: Any, usage: tuple[Any, ...]) -> None:
         """Count a settled run and what the ledger billed for it (InferenceService hook)."""
-        self.runs.labels(str(record.tenant_id), record.status).inc()
+        self._runs.labels(str(record.tenant_id), str(record.status)).inc()
         for u in usage:
-            self.tokens.labels(u.tenant_id, "input").inc(u.input_tokens)
-            self.tokens.labels(u.tenant_id, "output").inc(u.output_tokens)
-            self.cost_units.labels(u.tenant_id).inc(u.cost_units)
+            tenant = str(u.tenant_id)
+            self._tokens.labels(tenant, "input").inc(u.input_tokens)
+            self._tokens.labels(tenant, "output").inc(u.output_tokens)
+            self._cost_units.labels(tenant).inc(u.cost_units)
 
     def render(self, *extra: CollectorRegistry) -> bytes:
         """The exposition of this registry and of ``extra`` ones (the runtime's)."""
@@ -91,5 +99,5 @@ class MetricsMiddleware:
             await self.app(scope, receive, tracking)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.http_requests.labels(scope["method"], route, str(status)).inc()
-            self.metrics.http_seconds.labels(route).observe(perf_counter() - start)
+            self.metrics.http_requests_by.labels(scope["method"], route, str(status)).inc()
+            self.metrics.http_seconds_by.labels(route).observe(perf_counter() - start)

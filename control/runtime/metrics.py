@@ -7,10 +7,38 @@ device utilisation and preload figures from a periodic ``sample`` of the core's 
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+class Children:
+    """The children of one labelled metric by their label texts, each looked up once.
+
+    ``prometheus_client``'s ``labels()`` checks and converts every value and takes the
+    metric's lock on every call; the serving path made about a dozen such calls per request,
+    always for the same few label sets. A child, once made, belongs to its metric for good
+    (nothing of ours calls ``remove``/``clear``), so keeping it is exact. ``labels(*texts)``
+    takes the values as ``str`` (the texts Prometheus shows: pass ``str(x)`` for others, so
+    that 1 and True cannot share an entry). Safe from any thread: a race only looks a child
+    up twice, and ``labels()`` returns the same one both times.
+    """
+
+    __slots__ = ("_metric", "_by_texts")
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._by_texts: dict[tuple[str, ...], Any] = {}
+
+    def labels(self, *texts: str) -> Any:
+        """The child of these label texts (made on first use), as ``metric.labels(*texts)``."""
+        child = self._by_texts.get(texts)
+        if child is None:
+            child = self._by_texts[texts] = self._metric.labels(*texts)
+        return child
 
 
 class RuntimeMetrics:
@@ -64,23 +92,29 @@ class RuntimeMetrics:
         )
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
+        # the per-batch and per-run updates resolve their children once (see Children)
+        self._batch_size = Children(self.batch_size)
+        self._step_latency = Children(self.step_latency)
+        self._device_busy = Children(self.device_busy)
+        self._tokens = Children(self.tokens_total)
+        self._run_latency = Children(self.run_latency)
 
     def batch_done(
         self, model: str, device: str, size: int, device_ms: float, wall_s: float
     ) -> None:
-        self.batch_size.labels(model).observe(size)
-        self.step_latency.labels(model).observe(wall_s)
-        self.device_busy.labels(device).inc(device_ms / 1000.0)
+        self._batch_size.labels(model).observe(size)
+        self._step_latency.labels(model).observe(wall_s)
+        self._device_busy.labels(device).inc(device_ms / 1000.0)
         self._busy_since_sample[device] = self._busy_since_sample.get(device, 0.0) + device_ms
 
     def tokens(self, model: str, tokens_in: int, tokens_out: int, prefix_hit: int) -> None:
-        self.tokens_total.labels(model, "input").inc(tokens_in)
-        self.tokens_total.labels(model, "output").inc(tokens_out)
+        self._tokens.labels(model, "input").inc(tokens_in)
+        self._tokens.labels(model, "output").inc(tokens_out)
         if prefix_hit:
             self.prefix_hit_tokens.labels(model).inc(prefix_hit)
 
     def run_done(self, workflow: str, status: str, wall_s: float) -> None:
-        self.run_latency.labels(workflow, status).observe(wall_s)
+        self._run_latency.labels(workflow, status).observe(wall_s)
 
     def first_token(self, workflow: str, wall_s: float) -> None:
         self.ttft.labels(workflow).observe(wall_s)
