@@ -14,11 +14,12 @@ import asyncio
 import hashlib
 import hmac
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 
 from control.api.errors import ApiError
 from control.api.state import Gateway, gateway
@@ -27,7 +28,7 @@ from control.runtime.clock import monotonic
 log = logging.getLogger(__name__)
 
 ADMIN_ACTOR = "admin"
-_bearer = HTTPBearer(auto_error=False, description="A tenant API key or the admin token.")
+_BEARER_HELP = "A tenant API key or the admin token."
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,11 @@ async def _verify(gw: Gateway, token: str, now: float) -> Principal:
     return principal
 
 
-async def _principal(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
+async def authenticate(
+    request: HTTPConnection, creds: HTTPAuthorizationCredentials | None
+) -> Principal:
+    """The caller of ``request`` (an HTTP request or a WebSocket) presenting ``creds``: the
+    admin or a tenant; raises the generic 401 for anything else."""
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
         raise unauthorized()
     gw = gateway(request)
@@ -158,36 +163,45 @@ async def _principal(request: Request, creds: HTTPAuthorizationCredentials | Non
     return await _tenant_principal(gw, creds.credentials)
 
 
-# The three dependencies below each take the bearer credentials directly (not through one
-# another): FastAPI resolves every level of a dependency chain separately (headers, query,
-# cookies, a response object each), which cost tens of microseconds per call on hot routes.
+def _anyone(principal: Principal) -> None:
+    """The admin or a tenant: any valid credential."""
 
 
-async def any_principal(
-    request: Request,
-    creds: HTTPAuthorizationCredentials | None = Depends(_bearer),
-) -> Principal:
-    """The admin or a tenant; 401 (one generic body) for anything else."""
-    return await _principal(request, creds)
-
-
-async def require_admin(
-    request: Request,
-    creds: HTTPAuthorizationCredentials | None = Depends(_bearer),
-) -> Principal:
-    """Admin routes: a tenant key is a valid credential but not allowed here (403)."""
-    principal = await _principal(request, creds)
+def _admin_only(principal: Principal) -> None:
     if not principal.is_admin:
         raise ApiError(403, "forbidden", "this route needs the admin credential")
-    return principal
 
 
-async def require_tenant(
-    request: Request,
-    creds: HTTPAuthorizationCredentials | None = Depends(_bearer),
-) -> Principal:
-    """Inference routes spend a tenant's quota, so they need a tenant key (403 for admin)."""
-    principal = await _principal(request, creds)
+def _tenant_only(principal: Principal) -> None:
     if principal.is_admin:
         raise ApiError(403, "forbidden", "this route needs a tenant API key, not the admin token")
-    return principal
+
+
+class PrincipalBearer(HTTPBearer):
+    """A route's caller: the ``Authorization: Bearer`` credential resolved to a Principal and
+    checked by ``allow`` (which raises 403 for a valid credential the route does not take).
+
+    One dependency, not a function depending on an ``HTTPBearer``: FastAPI solves every level
+    of a dependency chain separately (path, query, header and cookie parameters, a cache key,
+    a response object each), which cost tens of microseconds on every call of the hot routes.
+    Being the ``HTTPBearer`` scheme itself (same scheme name and model), it puts the very same
+    security requirement into the OpenAPI document. Missing, malformed and non-bearer
+    credentials get the one generic 401 (never FastAPI's own 403).
+    """
+
+    def __init__(self, allow: Callable[[Principal], None]) -> None:
+        super().__init__(auto_error=False, scheme_name="HTTPBearer", description=_BEARER_HELP)
+        self._allow = allow
+
+    async def __call__(self, request: HTTPConnection) -> Principal:  # type: ignore[override]
+        principal = await authenticate(request, await super().__call__(request))
+        self._allow(principal)
+        return principal
+
+
+#: The admin or a tenant; 401 (one generic body) for anything else.
+any_principal = PrincipalBearer(_anyone)
+#: Admin routes: a tenant key is a valid credential but not allowed here (403).
+require_admin = PrincipalBearer(_admin_only)
+#: Inference routes spend a tenant's quota, so they need a tenant key (403 for admin).
+require_tenant = PrincipalBearer(_tenant_only)

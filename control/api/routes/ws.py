@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.security import HTTPAuthorizationCredentials
 
-from control.api.auth import Principal, any_principal
+from control.api.auth import Principal, authenticate
 from control.api.errors import ApiError, domain_body
 from control.api.running import body_hash, run_out, start_run
 from control.api.state import Gateway
@@ -32,8 +32,8 @@ async def _authenticate(ws: WebSocket) -> Principal | None:
         first = await ws.receive_json()
         token = str(first.get("token", "")) if isinstance(first, dict) else ""
     try:
-        who = await any_principal(ws, HTTPAuthorizationCredentials(scheme="Bearer",  # type: ignore[arg-type]
-                                                                   credentials=token))  # fmt: skip
+        who = await authenticate(ws, HTTPAuthorizationCredentials(scheme="Bearer",
+                                                                  credentials=token))  # fmt: skip
     except ApiError:
         return None
     return None if who.is_admin else who
