@@ -24,6 +24,21 @@ from control.runtime import clock
 
 log = logging.getLogger(__name__)
 
+#: Worker message kind -> the executor method handling it (looked up per message: building a
+#: table of bound methods for every message cost more than the lookup of the one needed).
+_HANDLERS = {
+    "hb": "_on_heartbeat",
+    "loaded": "_on_loaded",
+    "load_failed": "_on_load_failed",
+    "unloaded": "_on_unloaded",
+    "results": "_on_results",
+    "delta": "_on_delta",
+    "exported": "_on_exported",
+    "fetched": "_on_fetched",
+    "started": "_on_started",
+    "cancelled": "_on_cancelled",
+}
+
 #: Most messages read from one worker pipe before the pump looks at the others.
 _MAX_DRAIN = 256
 
@@ -78,20 +93,8 @@ class WatchMixin:
                 return  # closed: the next wait() reports it
 
     def _dispatch(self, handle, msg: tuple) -> None:
-        handlers = {
-            "hb": self._on_heartbeat,
-            "loaded": self._on_loaded,
-            "load_failed": self._on_load_failed,
-            "unloaded": self._on_unloaded,
-            "results": self._on_results,
-            "delta": self._on_delta,
-            "exported": self._on_exported,
-            "fetched": self._on_fetched,
-            "started": self._on_started,
-            "cancelled": self._on_cancelled,
-        }
         try:
-            handlers[msg[0]](handle, *msg[1:])
+            getattr(self, _HANDLERS[msg[0]])(handle, *msg[1:])
         except Exception:  # a bad message must not kill the pump: log it and go on
             log.exception("executor could not handle %r from %s", msg[0], handle.device.device_id)
 
