@@ -60,7 +60,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if all(type(v) in _PLAIN for v in value):  # a vector: one scan, no call per element
+        if _PLAIN.issuperset(map(type, value)):  # a vector: one scan in C, no call per element
             return list(value)
         return [jsonable(v) for v in value]
     if hasattr(value, "tolist"):
