@@ -65,6 +65,20 @@ def test_scatter_grows_with_the_drift_between_blocks():
     assert 0 < small < large
 
 
+def test_round_table_pools_the_samples_of_its_two_blocks():
+    # one slow sample (a batch the host interrupted) must not move the round's table as a mean
+    # of the blocks' medians would ((1 + 2) / 2 = 1.5 ms); the pooled median stays at 1 ms
+    _, session = _profile(lambda size, tokens, _n: 1.0)
+    session.blocks[:] = [{(1, 8): [1.0, 1.0], (2, 8): [2.0, 2.0]},
+                         {(1, 8): [1.0, 3.0], (2, 8): [2.0, 2.2]},
+                         {(1, 8): [9.0, 9.0]}]  # fmt: skip
+    rows = {(r.batch_size, r.tokens): r.latency_us for r in session.table_between(0, 1)}
+    assert rows == {(1, 8): 1000, (2, 8): 2000}
+    # the next round pools blocks 1 and 2 only, and keeps a point only one of them measured
+    rows = {(r.batch_size, r.tokens): r.latency_us for r in session.table_between(1, 2)}
+    assert rows == {(1, 8): 6000, (2, 8): 2100}
+
+
 # ----- the twin's pooled draws
 def _slice(rate: float = 3.0, n: int = 80):  # noqa: ANN202
     cfg = FidelityConfig(max_requests=n)

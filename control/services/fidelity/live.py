@@ -14,7 +14,8 @@ other cores; both raised in priority where allowed, see :mod:`.priority`) and, i
    batch size and its batch's device time are kept, and when it was really submitted (a
    loaded event loop wakes a sender late: the twin replays the arrivals as sent).
 
-Each round's twin table is the mean of the two blocks that bracket it. The machine's speed
+Each round's twin table pools the samples of the two blocks that bracket it (per point their
+median, see ``_Session.table_between``). The machine's speed
 moves by 10-20% over seconds even with the worker's core to itself (the other core's load
 shares caches, memory and the host's core), so a table measured next to each round describes
 that round better than one table for the whole session, and figures pooled over several rounds
@@ -48,7 +49,6 @@ from control.services.fidelity.session import BatchLog, _Session
 from control.services.fidelity.world import (
     device_info,
     fidelity_scenario,
-    merge_profiles,
     model_ref,
     pinned,
     rate_for_load,
@@ -145,7 +145,7 @@ async def _live(cfg: FidelityConfig) -> LiveOutcome:
         await rt.stop()
         if prio is not None:
             prio.restore()
-    rounds = tuple(Round(merge_profiles(profiles[k], profiles[k + 1]), sent, seen)
+    rounds = tuple(Round(session.table_between(k, k + 1), sent, seen)
                    for k, (sent, seen) in enumerate(played))  # fmt: skip
     return LiveOutcome(tuple(profiles), rounds, session.overheads(), session.sigma_milli(), rate,
                        cfg.nice if raised else None, _phases(marks))  # fmt: skip

@@ -34,8 +34,9 @@ class Overheads:
 
 @dataclass(frozen=True)
 class Round:
-    """One replay of the slice and the in-worker table that brackets it: the mean of the
-    profiles measured right before and right after it (request ids carry the round, ``~k``)."""
+    """One replay of the slice and the in-worker table that brackets it: the samples of the
+    profiles measured right before and right after it, pooled (request ids carry the round,
+    ``~k``)."""
 
     table: tuple[LatencyRow, ...]
     requests: list[Arrival]  # as submitted (offsets from the round's start)

@@ -131,19 +131,39 @@ class _Session:
         self.busy.append(b.wall_ms - b.device_ms)
         self.run.extend(s.e2e_s * 1000 - b.wall_ms - delay_ms for s in seen if s is not None)
 
+    def table_between(self, first: int, last: int) -> tuple[LatencyRow, ...]:
+        """The twin's table for the round measured between blocks ``first`` and ``last``:
+        per (batch size, tokens) point, the median of every sample of those blocks pooled.
+
+        Pooled, not the mean of each block's median: device times on a shared core are skewed
+        to the slow side (a batch the host interrupts runs long, none runs much short), so a
+        mean follows the slow samples while the twin scatters its batches around the table's
+        value as a median (``SimExecutorConfig.service_sigma_milli``). With one sample per
+        block the two are the same (the median of two samples is their mean)."""
+        blocks = self.blocks[first : last + 1]
+        points: dict[tuple[int, int], list[float]] = {}
+        for block in blocks:
+            for point, ms in block.items():
+                points.setdefault(point, []).extend(ms)
+        return tuple(
+            LatencyRow(MODEL_KEY, "cpu", size, tokens, round(statistics.median(ms) * 1000))
+            for (size, tokens), ms in sorted(points.items())
+        )
+
     def sigma_milli(self) -> int:
         """Spread of device times around the table the twin uses, x1000: the standard deviation
-        of log(sample / centre). A round's table is the mean of the two blocks around it, so
-        each point's samples of two consecutive blocks scatter around the mean of their two
-        medians (drift between the blocks included: the round between them sees it too); with
-        a single block, around its own medians. A centre estimated from the samples sits closer
-        to them than the true one (two samples are each exactly half their gap away), so each
-        group of ``n`` samples counts ``n - 1`` degrees of freedom, as the sample variance does."""
+        of log(sample / centre). A round's table pools the samples of the two blocks around it
+        (:meth:`table_between`), so each point's samples of two consecutive blocks scatter
+        around their pooled median (drift between the blocks included: the round between them
+        sees it too); with a single block, around its own medians. A centre estimated from the
+        samples sits closer to them than the true one (two samples are each exactly half their
+        gap away), so each group of ``n`` samples counts ``n - 1`` degrees of freedom, as the
+        sample variance does."""
         pairs = list(zip(self.blocks, self.blocks[1:], strict=False))
         squares = freedom = 0.0
         for around in pairs or [(b,) for b in self.blocks]:
             for point in set.intersection(*(set(b) for b in around)):
-                centre = statistics.mean(statistics.median(b[point]) for b in around)
+                centre = statistics.median([x for b in around for x in b[point]])
                 logs = [math.log(x / centre) for b in around for x in b[point] if x > 0 < centre]
                 squares += sum(x * x for x in logs)
                 freedom += max(0, len(logs) - 1)

@@ -2,8 +2,8 @@
 
 Called by ``legato sim validate``. In order: a live session (``live.run_live``: warm-up, an
 in-worker profile block, then ``slice_repeats`` rounds of the slice open-loop each followed by
-another block); the twin on the very same request list of each round, with the mean of the two
-blocks around that round and the measured overheads (``twin``), ``twin_draws`` times with
+another block); the twin on the very same request list of each round, with the table of the
+two blocks around that round (their samples pooled) and the measured overheads (``twin``), ``twin_draws`` times with
 different seeds of the device-time scatter; the comparison (``compare``) over every round's
 requests pooled (and every draw, on the twin side): ``p50_error`` / ``p99_error`` are relative
 errors of the twin's percentile against the live one, ``slo_attainment_error_pp`` is twin minus
