@@ -79,6 +79,20 @@ class Completion:
     #: ran in its replica's continuous decode loop: its time overlaps the other batches there
     joined: bool = False
 
+    def __init__(
+        self,
+        result: BatchResult,
+        records: tuple[ItemResult, ...],
+        duration_us: int,
+        first_token_us: int | None,
+        joined: bool = False,
+    ) -> None:
+        object.__setattr__(self, "result", result)
+        object.__setattr__(self, "records", records)
+        object.__setattr__(self, "duration_us", duration_us)
+        object.__setattr__(self, "first_token_us", first_token_us)
+        object.__setattr__(self, "joined", joined)
+
 
 @dataclass(slots=True)  # not frozen: built per batch, and frozen init costs more
 class _Work:
@@ -91,6 +105,24 @@ class _Work:
     decode: int  # alone on the replica, scatter applied
     out: int  # tokens its longest output generates
     factor: float  # its scatter (1.0 without)
+
+    def __init__(
+        self,
+        dev: DeviceSpec,
+        hits: list[int],
+        move: int,
+        prefill: int,
+        decode: int,
+        out: int,
+        factor: float,
+    ) -> None:
+        self.dev = dev
+        self.hits = hits
+        self.move = move
+        self.prefill = prefill
+        self.decode = decode
+        self.out = out
+        self.factor = factor
 
 
 try:  # mypy is a build dependency only (``make native``); without it the marker does nothing

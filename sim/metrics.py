@@ -37,6 +37,24 @@ class RequestRecord:
     end: float | None
     status: str  # "running" | "succeeded" | "failed" | "preempted" | "timed_out" | "rejected"
 
+    def __init__(
+        self,
+        arrival: float,
+        tenant: str,
+        workflow: str,
+        deadline: float | None,
+        first_token: float | None,
+        end: float | None,
+        status: str,
+    ) -> None:
+        self.arrival = arrival
+        self.tenant = tenant
+        self.workflow = workflow
+        self.deadline = deadline
+        self.first_token = first_token
+        self.end = end
+        self.status = status
+
 
 def _busy_table() -> dict[str, dict[int, float]]:
     """device -> bucket -> busy seconds. Named functions, not nested lambdas: mypyc 2.4 crashes

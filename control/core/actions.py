@@ -17,7 +17,6 @@ from control.core.types import InputRef
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
-@fast_init
 @dataclass(frozen=True)
 class InputBinding:
     """One input field of a step and where its data lives (several refs: a merged map output,
@@ -26,8 +25,14 @@ class InputBinding:
     target_field: str
     refs: tuple[InputRef, ...]
 
+    def __init__(self, target_field: str, refs: tuple[InputRef, ...]) -> None:
+        object.__setattr__(self, "target_field", target_field)
+        object.__setattr__(self, "refs", refs)
 
-@fast_init
+
+fast_init(InputBinding)
+
+
 @dataclass(frozen=True)
 class BatchItem:
     key: str  # run/node[#chunk]/attempt: unique per attempt
@@ -44,8 +49,40 @@ class BatchItem:
     predicted_hit_blocks: int = 0
     params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
 
+    def __init__(
+        self,
+        key: str,
+        request_id: str,
+        node_id: str,
+        attempt: int,
+        chunk: int | None,
+        idempotency_key: str,
+        task: str,
+        inputs: tuple[InputBinding, ...],
+        input_tokens: int,
+        max_output_tokens: int,
+        prefix_blocks: tuple[int, ...] = (),
+        predicted_hit_blocks: int = 0,
+        params: Mapping[str, object] = _EMPTY,
+    ) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "node_id", node_id)
+        object.__setattr__(self, "attempt", attempt)
+        object.__setattr__(self, "chunk", chunk)
+        object.__setattr__(self, "idempotency_key", idempotency_key)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "input_tokens", input_tokens)
+        object.__setattr__(self, "max_output_tokens", max_output_tokens)
+        object.__setattr__(self, "prefix_blocks", prefix_blocks)
+        object.__setattr__(self, "predicted_hit_blocks", predicted_hit_blocks)
+        object.__setattr__(self, "params", params)
 
-@fast_init
+
+fast_init(BatchItem)
+
+
 @dataclass(frozen=True)
 class Dispatch:
     """Run ``items`` as one batch on ``replica_id`` (None with ``tool`` set: run on the host)."""
@@ -60,16 +97,47 @@ class Dispatch:
     predicted_us: int
     reason: str
 
+    def __init__(
+        self,
+        batch_id: str,
+        replica_id: str | None,
+        model_key: str | None,
+        tool: str | None,
+        device_ids: tuple[str, ...],
+        items: tuple[BatchItem, ...],
+        padded_tokens: int,
+        predicted_us: int,
+        reason: str,
+    ) -> None:
+        object.__setattr__(self, "batch_id", batch_id)
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "model_key", model_key)
+        object.__setattr__(self, "tool", tool)
+        object.__setattr__(self, "device_ids", device_ids)
+        object.__setattr__(self, "items", items)
+        object.__setattr__(self, "padded_tokens", padded_tokens)
+        object.__setattr__(self, "predicted_us", predicted_us)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(Dispatch)
+
+
 @dataclass(frozen=True)
 class Reject:
     request_id: str
     reason: str
     retry_after_s: float
 
+    def __init__(self, request_id: str, reason: str, retry_after_s: float) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "retry_after_s", retry_after_s)
 
-@fast_init
+
+fast_init(Reject)
+
+
 @dataclass(frozen=True)
 class Preempt:
     """Cancel a run: drop its queued steps; the driver cancels ``cancel_keys`` in flight."""
@@ -78,8 +146,15 @@ class Preempt:
     cancel_keys: tuple[str, ...]
     reason: str
 
+    def __init__(self, request_id: str, cancel_keys: tuple[str, ...], reason: str) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "cancel_keys", cancel_keys)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(Preempt)
+
+
 @dataclass(frozen=True)
 class LoadModel:
     replica_id: str
@@ -89,8 +164,26 @@ class LoadModel:
     speculative: bool
     reason: str
 
+    def __init__(
+        self,
+        replica_id: str,
+        model_key: str,
+        device_ids: tuple[str, ...],
+        pool: str,
+        speculative: bool,
+        reason: str,
+    ) -> None:
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "model_key", model_key)
+        object.__setattr__(self, "device_ids", device_ids)
+        object.__setattr__(self, "pool", pool)
+        object.__setattr__(self, "speculative", speculative)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(LoadModel)
+
+
 @dataclass(frozen=True)
 class EvictReplica:
     replica_id: str
@@ -98,8 +191,18 @@ class EvictReplica:
     device_ids: tuple[str, ...]
     reason: str
 
+    def __init__(
+        self, replica_id: str, model_key: str, device_ids: tuple[str, ...], reason: str
+    ) -> None:
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "model_key", model_key)
+        object.__setattr__(self, "device_ids", device_ids)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(EvictReplica)
+
+
 @dataclass(frozen=True)
 class MoveStep:
     """A queued step moved between replica queues (work stealing or re-routing)."""
@@ -109,8 +212,16 @@ class MoveStep:
     to_replica: str
     reason: str
 
+    def __init__(self, key: str, from_replica: str | None, to_replica: str, reason: str) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "from_replica", from_replica)
+        object.__setattr__(self, "to_replica", to_replica)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(MoveStep)
+
+
 @dataclass(frozen=True)
 class StepRetried:
     failed_key: str
@@ -119,8 +230,19 @@ class StepRetried:
     idempotency_key: str
     reason: str
 
+    def __init__(
+        self, failed_key: str, new_key: str, attempt: int, idempotency_key: str, reason: str
+    ) -> None:
+        object.__setattr__(self, "failed_key", failed_key)
+        object.__setattr__(self, "new_key", new_key)
+        object.__setattr__(self, "attempt", attempt)
+        object.__setattr__(self, "idempotency_key", idempotency_key)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(StepRetried)
+
+
 @dataclass(frozen=True)
 class RunFinished:
     request_id: str
@@ -129,8 +251,24 @@ class RunFinished:
     error: str | None
     reason: str
 
+    def __init__(
+        self,
+        request_id: str,
+        status: str,
+        outputs: Mapping[str, tuple[InputRef, ...]],
+        error: str | None,
+        reason: str,
+    ) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "outputs", outputs)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(RunFinished)
+
+
 @dataclass(frozen=True)
 class ReplicaRoutable:
     """A replica loaded (and warmed) for a rollout now takes new work."""
@@ -139,8 +277,15 @@ class ReplicaRoutable:
     model_key: str
     reason: str
 
+    def __init__(self, replica_id: str, model_key: str, reason: str) -> None:
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "model_key", model_key)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(ReplicaRoutable)
+
+
 @dataclass(frozen=True)
 class DrainReplica:
     """No new work goes to this replica; its queued steps move away, in-flight work finishes,
@@ -151,8 +296,18 @@ class DrainReplica:
     device_ids: tuple[str, ...]
     reason: str
 
+    def __init__(
+        self, replica_id: str, model_key: str, device_ids: tuple[str, ...], reason: str
+    ) -> None:
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "model_key", model_key)
+        object.__setattr__(self, "device_ids", device_ids)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(DrainReplica)
+
+
 @dataclass(frozen=True)
 class RolloutTransition:
     """A rollout changed stage: "loading", "draining", "completed", "aborted", "failed",
@@ -162,6 +317,15 @@ class RolloutTransition:
     from_state: str
     to_state: str
     reason: str
+
+    def __init__(self, plan_id: str, from_state: str, to_state: str, reason: str) -> None:
+        object.__setattr__(self, "plan_id", plan_id)
+        object.__setattr__(self, "from_state", from_state)
+        object.__setattr__(self, "to_state", to_state)
+        object.__setattr__(self, "reason", reason)
+
+
+fast_init(RolloutTransition)
 
 
 Action = (
@@ -192,16 +356,25 @@ PHASES: tuple[str, ...] = (
 )
 
 
-@fast_init
 @dataclass(frozen=True)
 class StepPlan:
     now: float
     actions: tuple[Action, ...]
     phases: Mapping[str, tuple[Action, ...]]
 
+    def __init__(
+        self, now: float, actions: tuple[Action, ...], phases: Mapping[str, tuple[Action, ...]]
+    ) -> None:
+        object.__setattr__(self, "now", now)
+        object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "phases", phases)
+
     def of_type(self, kind: type) -> tuple[Action, ...]:
         """The actions of one type, in plan order."""
         return tuple(a for a in self.actions if isinstance(a, kind))
+
+
+fast_init(StepPlan)
 
 
 class PhaseView(Mapping):

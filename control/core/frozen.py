@@ -1,22 +1,41 @@
-"""``fast_init``: a cheaper constructor for the frozen dataclasses the core builds per step.
+"""``fast_init``: cheap constructors for the frozen dataclasses the core builds per step.
 
 A frozen dataclass's generated ``__init__`` stores each field through ``object.__setattr__``
 (its own ``__setattr__`` refuses every assignment), which costs about a microsecond more per
 instance than plain attribute stores. The core and the twin build tens of thousands of these
-values per simulated second (step refs, input bindings, batch items, dispatches, queued work),
-so this decorator swaps in an ``__init__`` that writes the fields straight into the new
-instance's ``__dict__``. Everything else is the dataclass's own: the signature (names, order,
-defaults, default factories), ``__post_init__``, equality, hashing, ``repr``, and the
-immutability (assigning a field afterwards still raises ``FrozenInstanceError``).
+values per simulated second (step refs, input bindings, batch items, dispatches, queued work).
 
-Only plain frozen dataclasses qualify (no ``__slots__``, ``InitVar`` or keyword-only fields);
-anything else raises ``TypeError`` when the class is decorated, never at construction.
+Such a class writes its own ``__init__``: the fields in order, with the dataclass's defaults,
+each stored with ``object.__setattr__(self, "name", name)`` (then ``self.__post_init__()`` if it
+has one), and is registered with ``fast_init(cls)`` right after the class (not as a decorator:
+mypyc compiles a class carrying a decorator it does not know as a regular Python class). The two
+ways the class runs:
+
+- native build (``control.native``): mypyc compiles the written ``__init__`` into direct stores
+  to the instance's fields (the ``__init__`` dataclasses would generate stays interpreted, and
+  is slower still); ``fast_init`` leaves that ``__init__`` alone;
+- Python sources: ``fast_init`` swaps in an ``__init__`` generated from the field list that
+  writes the fields straight into the new instance's ``__dict__``, the cheapest way there.
+
+Everything else is the dataclass's own in both: the signature (names, order, defaults, default
+factories), ``__post_init__``, equality, hashing, ``repr``, ``__match_args__``, ``replace`` and
+the immutability (assigning a field afterwards still raises ``FrozenInstanceError``). Compiled
+instances have no ``__dict__``, so ``fast_init`` also registers (with :mod:`copyreg`) pickling
+by constructor arguments: ``pickle`` and ``copy`` work the same in both builds, and a value
+pickled by one loads in the other. ``tests/core/test_frozen.py`` checks every written
+``__init__`` against its fields.
+
+Only plain frozen dataclasses qualify (no ``__slots__``, ``InitVar`` or keyword-only fields); anything else raises ``TypeError`` when the class is registered, never
+at construction.
 """
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
-from typing import TypeVar
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -24,18 +43,40 @@ _MISSING = dataclasses.MISSING
 
 
 def fast_init(cls: type[T]) -> type[T]:
-    """Replace the generated ``__init__`` of the frozen dataclass ``cls`` (see the module)."""
+    """Give the frozen dataclass ``cls`` its cheapest constructor and pickling by constructor
+    arguments (see the module); returns ``cls``."""
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen:
         raise TypeError(f"fast_init: {cls.__name__} is not a frozen dataclass")
-    if "__slots__" in cls.__dict__:
-        raise TypeError(f"fast_init: {cls.__name__} has __slots__ (no instance __dict__)")
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    for f in fields:
+        if f.kw_only or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
+            raise TypeError(f"fast_init: {cls.__name__}.{f.name}: keyword-only or InitVar")
+    copyreg.pickle(cls, _by_arguments(cls, tuple(f.name for f in fields if f.init)))
+    if not isinstance(cls.__dict__.get("__init__"), FunctionType):
+        return cls  # compiled (the native build): its own __init__ already stores natively
+    if not cls.__dictoffset__:  # __slots__, or compiled without an __init__ of its own
+        raise TypeError(f"fast_init: {cls.__name__} instances have no __dict__ to write into")
+    cls.__init__ = _dict_init(cls, fields)  # type: ignore[misc,method-assign,assignment]
+    return cls
+
+
+def _by_arguments(cls: type, names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A ``copyreg`` reducer: rebuild an instance of ``cls`` by calling it with its ``init``
+    fields (the others are the constructor's to set)."""
+
+    def reduce(obj: Any) -> tuple[Any, ...]:
+        return cls, tuple([getattr(obj, name) for name in names])
+
+    return reduce
+
+
+def _dict_init(cls: type, fields: tuple[dataclasses.Field, ...]) -> Callable[..., None]:
+    """An ``__init__`` for ``cls`` (interpreted) that writes ``fields`` into ``__dict__``."""
     namespace: dict[str, object] = {"_FACTORY": object()}
     args: list[str] = []
     body: list[str] = ["d = self.__dict__"]
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.kw_only or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
-            raise TypeError(f"fast_init: {cls.__name__}.{f.name}: keyword-only or InitVar")
+    for f in fields:
         name = f.name
         if not f.init:
             # as dataclasses does: a plain default stays a class attribute, a factory runs
@@ -57,11 +98,10 @@ def fast_init(cls: type[T]) -> type[T]:
         body.append("self.__post_init__()")
     src = f"def __init__(self, {', '.join(args)}):\n" + "".join(f"    {b}\n" for b in body)
     exec(src, namespace)  # noqa: S102  (generated from the class's own field list, as dataclasses does)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
-    init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[misc,method-assign,assignment]
-    return cls
+    init: Any = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = cls.__dict__["__init__"].__doc__
+    return init  # type: ignore[no-any-return]
 
 
 def keeps_dict(cls: type[T]) -> type[T]:

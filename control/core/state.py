@@ -190,6 +190,22 @@ class InflightBatch:
     dispatched_at: float
     predicted_us: int
 
+    def __init__(
+        self,
+        batch_id: str,
+        replica_id: str | None,
+        model_key: str | None,
+        items: dict[str, QueuedStep],
+        dispatched_at: float,
+        predicted_us: int,
+    ) -> None:
+        self.batch_id = batch_id
+        self.replica_id = replica_id
+        self.model_key = model_key
+        self.items = items
+        self.dispatched_at = dispatched_at
+        self.predicted_us = predicted_us
+
 
 @dataclass
 class RunRecord:
@@ -201,6 +217,26 @@ class RunRecord:
     used_cost_units: int = 0
     finished: bool = False
     status: str = "running"
+
+    def __init__(
+        self,
+        request: Request,
+        dag_run: DagRun,
+        started_at: float,
+        borrowed: bool = False,
+        used_tokens: int = 0,
+        used_cost_units: int = 0,
+        finished: bool = False,
+        status: str = "running",
+    ) -> None:
+        self.request = request
+        self.dag_run = dag_run
+        self.started_at = started_at
+        self.borrowed = borrowed
+        self.used_tokens = used_tokens
+        self.used_cost_units = used_cost_units
+        self.finished = finished
+        self.status = status
 
 
 class Cluster:

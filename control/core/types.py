@@ -155,7 +155,6 @@ class Request:
         )
 
 
-@fast_init
 @dataclass(frozen=True)
 class InputRef:
     """Where one input of a step lives: a field of an upstream output held on a device.
@@ -171,8 +170,26 @@ class InputRef:
     replica_id: str | None
     chunk: int | None = None
 
+    def __init__(
+        self,
+        run_id: str,
+        node_id: str,
+        field: str,
+        device_id: str | None,
+        replica_id: str | None,
+        chunk: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "run_id", run_id)
+        object.__setattr__(self, "node_id", node_id)
+        object.__setattr__(self, "field", field)
+        object.__setattr__(self, "device_id", device_id)
+        object.__setattr__(self, "replica_id", replica_id)
+        object.__setattr__(self, "chunk", chunk)
 
-@fast_init
+
+fast_init(InputRef)
+
+
 @dataclass(frozen=True)
 class StepResult:
     """What the executor reports for one item of a finished batch (small metadata only)."""
@@ -187,8 +204,32 @@ class StepResult:
     item_count: int | None = None  # a split source's number of items (feeds a map node)
     error: str | None = None
 
+    def __init__(
+        self,
+        key: str,
+        ok: bool = True,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        prefix_hit_blocks: int = 0,
+        first_token: bool = False,
+        route_label: str | None = None,
+        item_count: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "ok", ok)
+        object.__setattr__(self, "input_tokens", input_tokens)
+        object.__setattr__(self, "output_tokens", output_tokens)
+        object.__setattr__(self, "prefix_hit_blocks", prefix_hit_blocks)
+        object.__setattr__(self, "first_token", first_token)
+        object.__setattr__(self, "route_label", route_label)
+        object.__setattr__(self, "item_count", item_count)
+        object.__setattr__(self, "error", error)
 
-@fast_init
+
+fast_init(StepResult)
+
+
 @dataclass(frozen=True)
 class BatchResult:
     """Completion of one dispatched batch; ``device_us`` is the measured device time."""
@@ -196,3 +237,11 @@ class BatchResult:
     batch_id: str
     device_us: int
     items: tuple[StepResult, ...]
+
+    def __init__(self, batch_id: str, device_us: int, items: tuple[StepResult, ...]) -> None:
+        object.__setattr__(self, "batch_id", batch_id)
+        object.__setattr__(self, "device_us", device_us)
+        object.__setattr__(self, "items", items)
+
+
+fast_init(BatchResult)

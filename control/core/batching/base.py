@@ -21,12 +21,19 @@ class QueuedItem(Protocol):
     input_tokens: int
 
 
-@fast_init
 @dataclass(frozen=True)
 class FormedBatch:
     count: int  # take this many items from the front of the ordered queue
     padded_tokens: int  # longest prompt in the batch x count
     reason: str
+
+    def __init__(self, count: int, padded_tokens: int, reason: str) -> None:
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "padded_tokens", padded_tokens)
+        object.__setattr__(self, "reason", reason)
+
+
+fast_init(FormedBatch)
 
 
 class BatchPolicy(Protocol):

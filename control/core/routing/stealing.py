@@ -26,13 +26,21 @@ class StealConfig:
     )
 
 
-@fast_init
 @dataclass(frozen=True)
 class StealDecision:
     steal: bool
     saved_us: int
     price_us: int
     reason: str
+
+    def __init__(self, steal: bool, saved_us: int, price_us: int, reason: str) -> None:
+        object.__setattr__(self, "steal", steal)
+        object.__setattr__(self, "saved_us", saved_us)
+        object.__setattr__(self, "price_us", price_us)
+        object.__setattr__(self, "reason", reason)
+
+
+fast_init(StealDecision)
 
 
 def price_steal(

@@ -46,7 +46,6 @@ def priority_rank(priority_class: str) -> int:
     return rank
 
 
-@fast_init
 @dataclass(frozen=True)
 class AdmissionRequest:
     """What admission needs to know about one workflow run before it starts."""
@@ -59,27 +58,61 @@ class AdmissionRequest:
     arrival: float
     deadline: float | None = None
 
+    def __init__(
+        self,
+        request_id: str,
+        tenant_id: str,
+        priority_class: str,
+        est_tokens: int,
+        est_cost_units: int,
+        arrival: float,
+        deadline: float | None = None,
+    ) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "tenant_id", tenant_id)
+        object.__setattr__(self, "priority_class", priority_class)
+        object.__setattr__(self, "est_tokens", est_tokens)
+        object.__setattr__(self, "est_cost_units", est_cost_units)
+        object.__setattr__(self, "arrival", arrival)
+        object.__setattr__(self, "deadline", deadline)
 
-@fast_init
+
+fast_init(AdmissionRequest)
+
+
 @dataclass(frozen=True)
 class Admitted:
     request_id: str
     borrowed: bool  # admitted on quota borrowed in the cohort: preemptible until first output
     reason: str
 
+    def __init__(self, request_id: str, borrowed: bool, reason: str) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "borrowed", borrowed)
+        object.__setattr__(self, "reason", reason)
 
-@fast_init
+
+fast_init(Admitted)
+
+
 @dataclass(frozen=True)
 class Rejected:
     request_id: str
     reason: str  # a sentence a person can read, e.g. "tenant acme is over its 6000 tokens/min"
     retry_after_s: float  # > 0: when a retry could succeed
 
+    def __init__(self, request_id: str, reason: str, retry_after_s: float) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "retry_after_s", retry_after_s)
+
+
+fast_init(Rejected)
+
 
 AdmissionDecision = Admitted | Rejected
 
 
-@fast_init
 @dataclass(frozen=True)
 class QueuedWork:
     """One step of a run waiting in a local queue; fair share orders these."""
@@ -91,6 +124,27 @@ class QueuedWork:
     arrival: float  # when the step became ready
     cost_units: int  # estimated cost of this step in the common scale
     deadline: float | None = None
+
+    def __init__(
+        self,
+        key: str,
+        request_id: str,
+        tenant_id: str,
+        priority_class: str,
+        arrival: float,
+        cost_units: int,
+        deadline: float | None = None,
+    ) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "tenant_id", tenant_id)
+        object.__setattr__(self, "priority_class", priority_class)
+        object.__setattr__(self, "arrival", arrival)
+        object.__setattr__(self, "cost_units", cost_units)
+        object.__setattr__(self, "deadline", deadline)
+
+
+fast_init(QueuedWork)
 
 
 @dataclass(frozen=True)
@@ -110,13 +164,19 @@ class HeadroomDecision:
     reason: str
 
 
-@fast_init
 @dataclass(frozen=True)
 class ReclaimOrder:
     """Preempt this run: its borrowed quota is reclaimed by the owner."""
 
     request_id: str
     reason: str
+
+    def __init__(self, request_id: str, reason: str) -> None:
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "reason", reason)
+
+
+fast_init(ReclaimOrder)
 
 
 @keeps_dict  # serialized with vars()

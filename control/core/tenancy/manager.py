@@ -44,6 +44,20 @@ class RunState:
     admitted_at: float
     started: bool = False
 
+    def __init__(
+        self,
+        tenant_id: str,
+        priority_class: str,
+        borrowed: bool,
+        admitted_at: float,
+        started: bool = False,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.priority_class = priority_class
+        self.borrowed = borrowed
+        self.admitted_at = admitted_at
+        self.started = started
+
 
 class TenancyManager:
     """Implements ``TenancyPolicy``. Every method is a pure state transition on ``now``."""

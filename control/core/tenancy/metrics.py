@@ -17,12 +17,19 @@ from dataclasses import dataclass
 from control.core.frozen import fast_init
 
 
-@fast_init
 @dataclass(frozen=True)
 class ServiceSample:
     t: float
     tenant_id: str
     amount: int
+
+    def __init__(self, t: float, tenant_id: str, amount: int) -> None:
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "tenant_id", tenant_id)
+        object.__setattr__(self, "amount", amount)
+
+
+fast_init(ServiceSample)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,14 @@ class _Hold:
     admitted_at: float
     resources: tuple[str, ...] = field(default_factory=tuple)
 
+    def __init__(
+        self, tenant_id: str, borrowed: bool, admitted_at: float, resources: tuple[str, ...] = ()
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.borrowed = borrowed
+        self.admitted_at = admitted_at
+        self.resources = resources
+
 
 class QuotaLedger:
     """Exact per-tenant, per-resource usage with cohort borrowing. See the module docstring."""
