@@ -36,6 +36,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from control.core.frozen import fast_init
+
 # re-exported: what the executor reports is part of this interface (callers import it here)
 from control.executor.reports import BreakerChanged as BreakerChanged
 from control.executor.reports import ExecutorEvent as ExecutorEvent
@@ -123,6 +125,7 @@ class DeviceInfo:
     cpu_core: int | None = None  # the core a CPU slot is pinned to
 
 
+@fast_init  # built per item by the twin (sim.executor) as well
 @dataclass(frozen=True)
 class StepKey:
     """A step attempt: the core's unique key for one execution of one DAG node."""
@@ -205,6 +208,7 @@ class Batch:
             raise ExecutorError(f"Batch.expected_ms must be >= 0, got {self.expected_ms}")
 
 
+@fast_init  # built per item by the twin (sim.executor) as well
 @dataclass(frozen=True)
 class ItemResult:
     """Outcome of one item. The full output stays in the worker (see ``fetch_output``); a copy
