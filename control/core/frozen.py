@@ -110,6 +110,6 @@ def keeps_dict(cls: type[T]) -> type[T]:
     It matters only to the native build (``control.native``): mypyc compiles a class carrying a
     decorator it does not know as a regular Python class (its methods still compiled), where it
     would otherwise make a native class without ``__dict__``. The marked classes are the specs
-    that callers serialize with ``vars()`` and the policies whose methods tests replace.
+    that callers serialize with ``vars()``.
     """
     return cls

@@ -18,7 +18,6 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from control.core.frozen import keeps_dict
 from control.core.tenancy.base import QueuedWork
 from control.core.tenancy.fairshare.base import COUNTER_SCALE
 from control.core.tenancy.priority import within_tenant_key
@@ -35,7 +34,6 @@ class VtcConfig:
     lift_on_backlog: bool = True
 
 
-@keeps_dict  # tests replace its methods on an instance
 class VtcFairShare:
     """Weighted VTC with the lift on re-activation; see the module docstring."""
 
