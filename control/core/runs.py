@@ -6,22 +6,28 @@ its quota, and one ``RunFinished`` is emitted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from control.core.actions import Preempt, Reject, RunFinished, StepRetried
 from control.core.context import CoreState
 from control.core.dag.run import DagRun, StepRef
+from control.core.dag.spec import NodeSpec
 from control.core.loads import preload_for_run
 from control.core.queueing import dequeue
 from control.core.state import QueuedStep, RunRecord
 from control.core.tenancy.base import AdmissionRequest, Admitted, QueuedWork
+from control.core.types import Request
 
 #: Bound on memoized run estimates (distinct workflow x token-count combinations).
 ESTIMATE_MEMO_SIZE = 4096
 
 
-def _node_tokens(st: CoreState, req, node) -> tuple[int, int]:  # noqa: ANN001
-    tokens = int(node.params.get("input_tokens", req.prompt_tokens))
+def _node_tokens(st: CoreState, req: Request, node: NodeSpec) -> tuple[int, int]:
+    params: Mapping[str, Any] = node.params  # as the workflow gave them
+    tokens = int(params.get("input_tokens", req.prompt_tokens))
     out = (
-        int(node.params.get("max_output_tokens", req.max_output_tokens))
+        int(params.get("max_output_tokens", req.max_output_tokens))
         if node.task == "generate"
         else 0
     )
