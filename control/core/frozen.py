@@ -25,8 +25,13 @@ by constructor arguments: ``pickle`` and ``copy`` work the same in both builds, 
 pickled by one loads in the other. ``tests/core/test_frozen.py`` checks every written
 ``__init__`` against its fields.
 
-Only plain frozen dataclasses qualify (no ``__slots__``, ``InitVar`` or keyword-only fields); anything else raises ``TypeError`` when the class is registered, never
-at construction.
+A class that is never compiled (outside ``control/core`` and the twin modules of
+``control.native_build``) may keep ``@fast_init`` as a decorator, without a written ``__init__``.
+The mutable per-step records of the core and the twin (plain dataclasses) write their
+``__init__`` too, with plain ``self.name = name`` stores, for the same reason.
+
+Only plain frozen dataclasses qualify (no ``__slots__``, ``InitVar`` or keyword-only fields);
+anything else raises ``TypeError`` when the class is registered, never at construction.
 """
 
 from __future__ import annotations
