@@ -133,7 +133,7 @@ def validate(
     rounds: Annotated[
         int,
         typer.Option(min=1, max=20, help="Replays of the slice per run, each between profiles."),
-    ] = 5,
+    ] = 10,
     raise_priority: Annotated[
         bool,
         typer.Option(
@@ -146,7 +146,7 @@ def validate(
 ) -> None:
     """Fidelity: the same trace slice through the live stack (real executor, MiniLM on one CPU
     worker slot) and through the twin with tables measured in that worker; prints p50/p99
-    error and the SLO attainment error. About a minute and a half per run."""
+    error and the SLO attainment error. About two and a half minutes per run."""
     from control.services.fidelity import (
         TRACE,
         FidelityConfig,

@@ -52,14 +52,22 @@ class FidelityConfig:
         },
     )
     profile_repeats: int = field(
-        default=1, metadata={"help": "timed sweeps of the grid per profile block"}
+        default=2,
+        metadata={
+            "help": "timed sweeps of the grid per profile block (a round's table is the median "
+            "of the samples of the two blocks around it: several per point outvote a batch the "
+            "host interrupted)"
+        },
     )
     slice_repeats: int = field(
-        default=5,
+        default=10,
         metadata={
             "help": "rounds: the slice is replayed this many times, each followed by a profile "
-            "block; each round's twin table is the mean of the blocks around it, and the "
-            "figures pool every round (the machine's speed moves over seconds)"
+            "block; each round's twin table pools the samples of the blocks around it, and the "
+            "figures pool every round (the machine's speed moves over seconds). The live side "
+            "is one sample of a random process: with 5 rounds of 120 requests its p99 and SLO "
+            "attainment alone move by 7% and 2 points (80th percentile, twin draws standing in "
+            "for the live runs), with 10 by 5% and 1.4"
         },
     )
     twin_draws: int = field(
