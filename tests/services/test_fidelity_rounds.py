@@ -15,7 +15,6 @@ from control.services.fidelity import (
     FidelityConfig,
     Overheads,
     fidelity_scenario,
-    merge_profiles,
     run_twin_detailed,
     run_twin_pooled,
     slice_arrivals,
@@ -99,12 +98,19 @@ def test_pooled_draws_differ_only_in_the_scatter_seed():
 
 
 # ----- the whole comparison over rounds, with a stand-in live session
+def _between(a: tuple[LatencyRow, ...], b: tuple[LatencyRow, ...]) -> tuple[LatencyRow, ...]:
+    """The round table of two one-sample blocks (``_Session.table_between``: their mean)."""
+    other = {(r.batch_size, r.tokens): r.latency_us for r in b}
+    return tuple(replace(r, latency_us=round((r.latency_us + other[(r.batch_size, r.tokens)]) / 2))
+                 for r in a)  # fmt: skip
+
+
 def _outcome(tables: list[tuple[LatencyRow, ...]], slowdown: float, cfg: FidelityConfig):
     """A live session whose rounds ran exactly as the twin predicts with the round's table,
     times ``slowdown``; ``tables`` are the profile blocks (one more than the rounds)."""
     rounds = []
     for k in range(len(tables) - 1):
-        table = merge_profiles(tables[k], tables[k + 1])
+        table = _between(tables[k], tables[k + 1])
         sc = fidelity_scenario(cfg, table, 3.0)
         reqs = [replace(a, request=replace(a.request, request_id=f"{a.request.request_id}~{k}"))
                 for a in slice_arrivals(sc, cfg)]  # fmt: skip

@@ -13,7 +13,6 @@ from control.services.fidelity import (
     Side,
     compare_sides,
     fidelity_scenario,
-    merge_profiles,
     run_twin,
     slice_arrivals,
     summarize,
@@ -64,13 +63,6 @@ def test_summary_counts_unfinished_requests_as_missing_the_slo():
     side = summarize({"a": 0.05, "b": 0.2, "c": 0.08}, total=4, slo_s=0.1)
     assert side.succeeded == 3 and side.slo_attainment == pytest.approx(0.5)
     assert side.p50_s == pytest.approx(0.08)
-
-
-def test_merged_profile_is_the_mean_per_point():
-    a = (LatencyRow(MODEL_KEY, "cpu", 1, 8, 100), LatencyRow(MODEL_KEY, "cpu", 2, 8, 300))
-    b = (LatencyRow(MODEL_KEY, "cpu", 1, 8, 200),)
-    got = {(r.batch_size, r.tokens): r.latency_us for r in merge_profiles(a, b)}
-    assert got == {(1, 8): 150, (2, 8): 300}
 
 
 def test_twin_side_waits_out_table_plus_measured_overhead():

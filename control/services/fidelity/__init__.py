@@ -12,7 +12,6 @@ from control.services.fidelity.twin import run_twin, run_twin_detailed, run_twin
 from control.services.fidelity.validate import config_dict, validate_fidelity, validate_repeated
 from control.services.fidelity.world import (
     fidelity_scenario,
-    merge_profiles,
     rate_for_load,
     slice_arrivals,
     text_of,
@@ -28,7 +27,6 @@ __all__ = [
     "compare_sides",
     "config_dict",
     "fidelity_scenario",
-    "merge_profiles",
     "rate_for_load",
     "run_live",
     "run_twin",

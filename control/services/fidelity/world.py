@@ -142,17 +142,6 @@ def _bisect(below: Callable[[float], bool]) -> float:
     return lo
 
 
-def merge_profiles(a: tuple[LatencyRow, ...], b: tuple[LatencyRow, ...]) -> tuple[LatencyRow, ...]:
-    """Per (batch, tokens) point the mean of two tables; points only one has are kept."""
-    points: dict[tuple[int, int], list[int]] = {}
-    for r in (*a, *b):
-        points.setdefault((r.batch_size, r.tokens), []).append(r.latency_us)
-    return tuple(
-        LatencyRow(MODEL_KEY, "cpu", bs, tok, round(sum(us) / len(us)))
-        for (bs, tok), us in sorted(points.items())
-    )
-
-
 @contextmanager
 def pinned(cores: set[int]) -> Iterator[None]:
     """Run the block on ``cores`` only (where the OS allows it), then restore the mask."""
