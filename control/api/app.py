@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from control.api import crud
 from control.api.auth import KeyCache
 from control.api.errors import install_error_handlers
+from control.api.hot_routes import HotRoute, HotRoutes, HotTable
 from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
@@ -77,20 +78,25 @@ def create_app(
     app.include_router(health.router)
     # Starlette tries routes in order: the tenant hot paths go first so that an inference
     # call does not first test itself against every admin CRUD route.
-    _include_inference(app)
+    hot = _include_inference(app)
     for resource in RESOURCES:
         app.include_router(crud.crud_router(resource))
     app.include_router(admin.router)
     app.include_router(rollout.router)
     app.include_router(fidelity.router)
     app.include_router(usage.router)
+    if config.hot_routes:  # innermost of ours: inside the size limit and the metrics
+        app.state.hot_routes = HotTable(hot)
+        app.add_middleware(HotRoutes, table=app.state.hot_routes, handlers=app.exception_handlers)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 
 
-def _include_inference(app: FastAPI) -> None:
-    """What-if, runs, OpenAI-compatible, snapshot and WebSocket routes."""
+def _include_inference(app: FastAPI) -> tuple[HotRoute, ...]:
+    """What-if, runs, OpenAI-compatible, snapshot and WebSocket routes; returns the ones that
+    start runs, for :class:`HotRoutes` to serve (each stays declared here for OpenAPI and for
+    every call HotRoutes hands over)."""
     from control.api.routes import openai, runs, snapshot, trial_runs, whatif, ws
 
     app.include_router(openai.router)
@@ -99,3 +105,10 @@ def _include_inference(app: FastAPI) -> None:
     app.include_router(whatif.router)
     app.include_router(trial_runs.router)
     app.include_router(snapshot.router)
+    return (
+        HotRoute("/v1/embeddings", openai.embeddings),
+        HotRoute("/v1/chat/completions", openai.chat_completions),
+        HotRoute("/v1/completions", openai.completions),
+        HotRoute("/v1/rerank", openai.rerank),
+        HotRoute("/v1/workflows/{name}/versions/{version}/runs", runs.create_run),
+    )

@@ -49,6 +49,9 @@ class GatewayConfig:
     sync_timeout_s: float = 60.0
     max_wait_s: float = 60.0
     key_cache_ttl_s: float = 2.0
+    #: Serve the inference routes through :mod:`control.api.hot_routes` (same answers, a
+    #: fraction of FastAPI's CPU per call); off: FastAPI serves them like every other route.
+    hot_routes: bool = True
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
