@@ -94,11 +94,20 @@ class PumpMixin:
         # other waits there in order, where a cancel can still take its items out.
         handle = self._workers[parked.device_id]
         moved = {k: v for k, v in parked.moved.items() if v is not None}
-        handle.inflight[parked.batch.batch_id] = parked.batch
-        if not self._send(handle, ("batch", parked.batch, moved)):
-            handle.inflight.pop(parked.batch.batch_id, None)
-            fails = self._failures(parked.batch, parked.device_id, "worker pipe closed")
-            self._finish(parked.batch, fails)
+        batch = parked.batch
+        # A worker with nothing of ours in flight starts the batch as it arrives: its hang
+        # clock is armed here, and the worker is told not to announce it. Why: ``started``
+        # cost the driver's loop one more wake-up and pipe read per batch (~0.1 ms of CPU).
+        # A batch sent behind others still announces when it really starts (or joins).
+        announce = bool(handle.inflight)
+        handle.inflight[batch.batch_id] = batch
+        if not announce:
+            self._arm(handle, batch)
+        if not self._send(handle, ("batch", batch, moved, announce)):
+            handle.inflight.pop(batch.batch_id, None)
+            handle.on_finished(batch.batch_id)
+            fails = self._failures(batch, parked.device_id, "worker pipe closed")
+            self._finish(batch, fails)
 
     # ---- cancelling ---------------------------------------------------------------------------
 
@@ -219,14 +228,17 @@ class PumpMixin:
         batching): arm ITS hang deadline (its expected time, or ours), counted from now. The
         handle times every running batch against its own deadline (see ``WorkerHandle``)."""
         batch = handle.inflight.get(batch_id)
-        if batch is None:
-            return
+        if batch is not None:
+            self._arm(handle, batch)
+
+    def _arm(self, handle, batch: Batch) -> None:
+        """Time ``batch`` from now against its deadline (its expected time, or ours)."""
         expected = batch.expected_ms
         if expected is None and batch.replica_id in self._item_ms:
             expected = self._item_ms[batch.replica_id] * len(batch.items)
         c = self.config
         deadline = batch_deadline_s(expected, c.hang_multiple, c.hang_floor_s)
-        handle.on_started(batch_id, clock.monotonic(), deadline)
+        handle.on_started(batch.batch_id, clock.monotonic(), deadline)
 
     def _on_results(self, handle, batch_id: str, results: list[ItemResult]) -> None:
         handle.on_finished(batch_id)

@@ -8,7 +8,8 @@ only under its lock. Health is judged from three facts:
   ``startup_grace_s`` to send its first one, because spawning and importing torch takes
   seconds). Heartbeats come from a thread of their own, so they prove the process lives even
   while one long forward pass holds the main thread;
-* every batch it runs (announced by ``started``) is younger than that batch's own deadline, a
+* every batch it runs (announced by ``started``, or timed from its send when it went to an
+  idle worker) is younger than that batch's own deadline, a
   generous multiple of its expected time with a floor (:func:`batch_deadline_s`): a batch
   still running past it is hung, whatever the heartbeats say.
 
@@ -174,7 +175,7 @@ class WorkerHandle:
             alive=alive and self.up,
             last_heartbeat_age_s=max(0.0, now - self.last_hb),
             restarts=max(0, self.restarts),
-            busy=bool(self.running),  # exact: "started" and results share one pipe
+            busy=bool(self.running),  # timed from its send or its "started" to its results
             replicas=self.replicas,
             used_mib=self.used_mib,
             running=tuple(

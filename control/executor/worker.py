@@ -8,7 +8,9 @@ Threads, and why:
 
 * the main thread runs the messages of the inbox in order (batches one at a time, unloads,
   exports); before a batch it sends ``("started", batch_id)`` so the executor can time it
-  against the batch's progress deadline (a batch still running past it counts as hung). The
+  against the batch's progress deadline (a batch still running past it counts as hung),
+  unless the batch message says not to (``announce`` False: the executor sent it to an idle
+  worker and timed it from its send, sparing a message per batch on the common path). The
   one exception is continuous batching: while a generate replica's decode loop runs, batches
   for the same replica at the head of the inbox join it at step boundaries (each ``started``
   when it joins, reported when its own items are done); anything else at the head ends

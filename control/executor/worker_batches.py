@@ -2,7 +2,7 @@
 
 ``on_batch`` resolves each item's inputs (literals, outputs this worker holds, or values moved
 here from another worker), tells the executor the batch has ``started`` (its hang deadline
-starts then), runs the replica's adapter once for the whole batch, keeps each successful
+starts then; not for a batch the executor sent to an idle worker and timed itself), runs the replica's adapter once for the whole batch, keeps each successful
 output for later steps, and reports one :class:`ItemResult` per item with a structured cause
 for failures.
 
@@ -54,7 +54,7 @@ class _Running:
     Creating it resolves the inputs (an item whose input is lost fails at once) and sends
     ``started``; ``finish`` or ``fail`` report every item of the batch, once."""
 
-    def __init__(self, worker: Any, batch: Batch, moved: dict) -> None:
+    def __init__(self, worker: Any, batch: Batch, moved: dict, announce: bool = True) -> None:
         from control.executor.adapters.base import PreparedItem
 
         self.worker, self.batch = worker, batch
@@ -68,8 +68,10 @@ class _Running:
                     batch, it, f"input lost: {err}", True, "unavailable"
                 )
         # "started" goes out before any heartbeat can say busy: the executor then always
-        # knows which batches a busy worker runs (and times each against its deadline)
-        worker.send(("started", batch.batch_id))
+        # knows which batches a busy worker runs (and times each against its deadline). A
+        # batch sent to an idle worker is not announced: the executor timed it from its send.
+        if announce:
+            worker.send(("started", batch.batch_id))
         self.started = clock.perf_counter()
         self.ctx = _Ctx(worker, self.started)
         self.reported = False
@@ -110,14 +112,18 @@ class BatchMixin:
 
     # ---- batches ------------------------------------------------------------------------------
 
-    def on_batch(self, batch: Batch, moved: dict[tuple[str, str, str], Any]) -> None:
+    def on_batch(
+        self, batch: Batch, moved: dict[tuple[str, str, str], Any], announce: bool = True
+    ) -> None:
+        """Run ``batch`` (and, for a decode loop, the batches that join it). ``announce``:
+        send ``started`` first (False when the executor timed the batch from its send)."""
         adapter = self.adapters.get(batch.replica_id)
         if adapter is None:
             reason = f"replica {batch.replica_id} is not loaded on {self.device.device_id}"
             fails = [self._fail(batch, it, reason, True, "unavailable") for it in batch.items]
             self._report(batch, fails)
             return
-        first = _Running(self, batch, moved)
+        first = _Running(self, batch, moved, announce)
         running = [first]
         self.busy = True
         try:
@@ -140,7 +146,7 @@ class BatchMixin:
         with no runnable item is reported at once); see the module docstring for the rule."""
         joined = []
         while (msg := self.inbox.take_if(lambda m: _joins(m, replica_id))) is not None:
-            run = _Running(self, msg[1], msg[2])
+            run = _Running(self, *msg[1:])
             running.append(run)
             if run.items:
                 joined.append(run)

@@ -97,6 +97,16 @@ def test_a_batch_arriving_mid_decode_joins_and_reports_first(worker, model_cache
     assert not worker.busy and worker.inbox.get(0) is None
 
 
+def test_only_a_batch_the_executor_did_not_time_is_announced(worker):
+    """A batch sent to an idle worker (``announce`` False) runs without ``started``; one that
+    joins its loop was sent behind it and announces its join."""
+    a = gen_batch("A", "the quick brown fox", max_tokens=12, stream=True)
+    b = gen_batch("B", "Paris", max_tokens=2)
+    arrive_at_delta(worker, "A-k", 3, ("batch", b, {}, True))
+    worker.on_batch(a, {}, False)
+    assert worker.conn.kinds() == [("started", "B"), ("results", "B"), ("results", "A")]
+
+
 def test_joining_stops_at_the_first_message_that_cannot_join(worker):
     """Fairness: the inbox is served in order. A batch for another replica (or any other
     message) at its head ends joining; what waits behind it, even for the running replica,

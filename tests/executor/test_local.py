@@ -51,10 +51,14 @@ def load(ex, replica, ref, device):
 
 
 def wait_for_busy(ex, device_id: str, timeout: float = 10.0) -> None:
+    """Until the worker itself says (in a heartbeat) that its main thread runs a batch. Its
+    status is not enough: a batch sent to an idle worker is timed, and the status says busy,
+    from its send, a moment before the worker has taken it from its inbox."""
     deadline = clock.monotonic() + timeout
     while clock.monotonic() < deadline:
-        if any(s.busy for s in ex.heartbeat() if s.device_id == device_id):
-            return
+        with ex._lock:
+            if ex._workers[device_id].busy:
+                return
         ex._stopping.wait(0.02)
     raise AssertionError(f"{device_id} never reported busy")
 

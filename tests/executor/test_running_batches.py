@@ -166,3 +166,36 @@ def test_every_batch_of_a_hung_loop_is_reported_hang(now, how, running_cause):
     assert sorted(down.failed_items) == sorted(causes)
     assert restarts == [now.now] and not handle.inflight and not handle.running
     assert not ex._inflight_keys  # every key completed once
+
+
+class _Sent:
+    """A handle's ``send`` stand-in: records every message, the pipe always takes it."""
+
+    def __init__(self) -> None:
+        self.msgs: list[tuple] = []
+
+    def __call__(self, msg: tuple) -> bool:
+        self.msgs.append(msg)
+        return True
+
+
+def test_a_batch_sent_to_an_idle_worker_is_timed_from_its_send_and_not_announced(now):
+    """Nothing in flight: the worker starts the batch as it arrives, so the executor arms its
+    deadline at the send and asks for no ``started``; a batch sent behind it is announced
+    (it starts, or joins a loop, later) and timed from that announcement."""
+    ex, handle, _ = _executor(now=now.now)
+    ex._replicas["gen"] = ("cpu:9", None)
+    handle.send = sent = _Sent()
+    first, behind = _batch("first", 60_000), _batch("behind", None)
+    ex.submit(first)
+    assert [(m[0], m[1].batch_id, m[3]) for m in sent.msgs] == [("batch", "first", False)]
+    assert handle.running == {"first": (now.now, 120.0)}
+    now.now += 1.0
+    ex.submit(behind)
+    assert [(m[1].batch_id, m[3]) for m in sent.msgs] == [("first", False), ("behind", True)]
+    assert "behind" not in handle.running  # queued behind first: timed once it starts
+    now.now += 0.5
+    ex._on_started(handle, "behind")
+    assert handle.running["behind"] == (now.now, FLOOR_S)
+    ex._on_results(handle, "first", [])
+    assert list(handle.running) == ["behind"]
