@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import multiprocessing.connection
+import select
 
 from control.executor.base import LoadReport, WorkerDown
 from control.runtime import clock
@@ -87,9 +88,9 @@ class WatchMixin:
                 handle.seen(clock.monotonic())
                 self._dispatch(handle, msg)
             try:
-                if not conn.poll(0):
+                if not _waiting(conn):
                     return
-            except (EOFError, OSError):
+            except (EOFError, OSError, ValueError):
                 return  # closed: the next wait() reports it
 
     def _dispatch(self, handle, msg: tuple) -> None:
@@ -172,6 +173,14 @@ class WatchMixin:
                 else:
                     self._on_exported(None, request_id, None, "holder down")
         return lost
+
+
+def _waiting(conn) -> bool:  # noqa: ANN001
+    """Whether ``conn`` has bytes to read now. ``Connection.poll(0)`` answers the same through
+    a selector built per call, at about five times the cost, once per message read."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _exit(handle) -> str:
