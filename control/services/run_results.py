@@ -70,14 +70,38 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+#: The longest JSON text of one float (``-2.2250738585072014e-308``); ``true``, ``false``,
+#: ``null``, ``NaN`` and ``-Infinity`` are shorter.
+_MAX_FLOAT_CHARS = 24
+_SHORT_SCALARS = frozenset({float, bool, type(None)})
+
+
+def _json_chars(value: Any) -> int:
+    """The length of ``json.dumps(value, default=str)``, or bounds of it that decide
+    ``small`` without encoding: a vector (the usual output) takes at least 3 characters an
+    item and at most 26 for floats (item and ", "). Encoding it only to measure it cost more
+    than everything else of a run's per-node view."""
+    if type(value) is list:
+        n = len(value)
+        if 3 * n > MAX_NODE_OUTPUT_CHARS:
+            return 3 * n  # long whatever its items
+        if (_MAX_FLOAT_CHARS + 2) * n <= MAX_NODE_OUTPUT_CHARS and _SHORT_SCALARS.issuperset(
+            map(type, value)
+        ):
+            return (_MAX_FLOAT_CHARS + 2) * n  # short whatever its floats
+    return len(json.dumps(value, default=str))
+
+
 def small(value: Any) -> Any:
     """``value`` if its JSON is short, else a summary saying what it was (a vector, a long
     text): the per-node view must stay small; the full outputs are in ``outputs``."""
+    if isinstance(value, list):
+        if _json_chars(value) <= MAX_NODE_OUTPUT_CHARS:
+            return value
+        return {"summary": f"list of {len(value)} items", "head": value[:8]}
     text = json.dumps(value, default=str)
     if len(text) <= MAX_NODE_OUTPUT_CHARS:
         return value
-    if isinstance(value, list):
-        return {"summary": f"list of {len(value)} items", "head": value[:8]}
     if isinstance(value, str):
         return {"summary": f"text of {len(value)} characters", "head": value[:400]}
     return {"summary": f"{type(value).__name__} of {len(text)} JSON characters"}
