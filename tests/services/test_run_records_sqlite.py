@@ -205,3 +205,32 @@ def test_other_backends_get_no_raw_path() -> None:
 
     assert SqliteRunRecords.for_dialect(postgresql.dialect()) is None
     assert isinstance(SqliteRunRecords.for_dialect(sqlite.dialect()), SqliteRunRecords)
+
+
+def _wal_frames(url: str) -> int:
+    """Frames in the WAL now (a passive checkpoint reports them and changes nothing else)."""
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        return conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("every", [4, 10_000])
+async def test_inline_commits_have_the_wal_checkpointed_and_reset(sqlite_world, every) -> None:
+    """The loop's connection never checkpoints; every ``checkpoint_every`` inline commits the
+    database thread does, and the next commit starts the WAL over instead of growing it."""
+    url, world = sqlite_world(f"w{every}.db")
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
+                               WriterConfig(checkpoint_every=every), raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    for _ in range(12):
+        await writer.write(_accept(world.tenant))
+        await writer.run_in_db_thread(lambda: None)  # a checkpoint queued meanwhile has run
+    frames = _wal_frames(url)
+    await writer.stop()
+    assert writer.inline_commits == 12 and len(_dump(url)["requests"]) == 12
+    if every == 4:  # reset by the 5th and 9th commits: only the last four commits are there
+        assert writer.checkpoints == 3 and frames < 12 * 4 / 2
+    else:
+        assert writer.checkpoints == 0 and frames >= 12 * 4  # every commit's pages (4 at least)
