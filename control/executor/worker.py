@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -106,8 +107,12 @@ class Worker(BatchMixin):
     # ---- plumbing -----------------------------------------------------------------------------
 
     def send(self, msg: tuple) -> None:
+        # pickled by plain pickle and framed by send_bytes, as Connection.send would frame it
+        # (the executor's recv reads it unchanged), without ForkingPickler's copy of the whole
+        # copyreg table per message (see control.executor.sender.frame)
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
         with self.send_lock:
-            self.conn.send(msg)
+            self.conn.send_bytes(data)
 
     def heartbeat(self) -> None:
         adapters = list(self.adapters.items())  # a copy: the main thread may change the dict

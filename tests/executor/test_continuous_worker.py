@@ -7,6 +7,8 @@ batch streams its n-th delta), as the receiver thread would.
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 
@@ -28,7 +30,8 @@ class Conn:
         self.sent: list[tuple] = []
         self.hook = lambda msg: None
 
-    def send(self, msg: tuple) -> None:
+    def send_bytes(self, data: bytes) -> None:  # the worker sends pickled frames
+        msg = pickle.loads(data)
         self.sent.append(msg)
         self.hook(msg)
 
