@@ -51,7 +51,8 @@ import json
 import os
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -244,13 +245,8 @@ async def ceiling_window(window: Callable[[], float]) -> float:
 
     def pinned() -> float:
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-        if cores:
-            os.sched_setaffinity(0, {CORE})  # this thread only
-        try:
+        with on_worker_core(cores):  # this thread only
             return window()
-        finally:
-            if cores:
-                os.sched_setaffinity(0, cores)
 
     return await asyncio.to_thread(pinned)
 
@@ -321,14 +317,23 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
             "sent_ahead": sent_ahead}  # fmt: skip
 
 
+@contextmanager
+def on_worker_core(after: set[int]) -> Iterator[None]:
+    """Run the calling thread on the worker's core, then on ``after`` (no pinning without
+    affinity support, or with ``after`` empty)."""
+    if after:
+        os.sched_setaffinity(0, {CORE})
+    try:
+        yield
+    finally:
+        if after:
+            os.sched_setaffinity(0, after)
+
+
 def burst_pinned(direct: _Direct, cores: set[int]) -> dict[int, float]:
     """The burst rates on the worker's core; afterwards the driver goes back beside it."""
-    if cores:
-        os.sched_setaffinity(0, {CORE})
-    rates = direct.burst()
-    if len(cores) > 1:
-        os.sched_setaffinity(0, cores - {CORE})
-    return rates
+    with on_worker_core(cores - {CORE} if len(cores) > 1 else cores):
+        return direct.burst()
 
 
 def qualifies(row: dict, slo_s: float) -> bool:

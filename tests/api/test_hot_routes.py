@@ -58,13 +58,12 @@ def _same(a, b) -> None:
     assert strip(a) == strip(b)
 
 
-async def _both_ways(both, key: str | None, method_path: str, **kwargs):
+async def _both_ways(both, key: str | None, path: str, **kwargs):
     """The same call against each app: (hot response, plain response, served, handed over)."""
     hot_app, plain, keys = both
     token = {"acme": keys["acme"], "admin": ADMIN_TOKEN, None: None}.get(key, key)
     table = hot_app.state.hot_routes
     served, handed = table.served, table.handed_over
-    path = method_path
     async with client_for(hot_app, token) as c:
         a = await c.post(path, **kwargs)
     async with client_for(plain, token) as c:
