@@ -10,7 +10,8 @@ separate process, so their own HTTP work is not charged to the gateway. Prints J
   (the exact ``device_us`` the worker measured, found through the ``X-Legato-Run-Id`` header;
   the ledger rounds it up to whole ms): what the gateway, admission, queueing/batching and
   bookkeeping add;
-* ``overhead_ms_p50_single``: the same with one client (no queueing behind other calls);
+* ``overhead_ms_p50_single``: the same with one client (no queueing behind other calls),
+  which calls over a blocking socket (a lone caller needs no event loop of its own);
 * ``gateway_cpu_us_per_req`` (and ``_single``): CPU time of the gateway process (all its
   threads) per request; ``single``/``multi`` add the worker's and the client's CPU per request
   and the 1-minute load average before the phase (the machine is shared);
@@ -90,6 +91,29 @@ def _stack(root: Path):  # noqa: ANN202
     return app, services, inference, key
 
 
+def _request_head(host: str, port: int, key: str) -> str:
+    """The fixed part of every embeddings call's request head (Content-Length follows)."""
+    return (f"POST /v1/embeddings HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n")  # fmt: skip
+
+
+def _call_bytes(head: str, client: int, n: int) -> bytes:
+    """Call ``n`` of ``client``: a one-input embeddings request, head and body."""
+    body = json.dumps({"model": "tiny-embed", "input": f"client {client} call {n}"}).encode()
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    """Status and lower-cased headers of a response head (ending in a blank line)."""
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split(" ", 2)[1]), headers
+
+
 class _Conn:
     """One keep-alive HTTP/1.1 connection speaking just enough of the protocol for the bench.
 
@@ -99,26 +123,17 @@ class _Conn:
     Content-Length body; anything else fails loudly.
     """
 
-    def __init__(self, host: str, port: int, key: str) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.head = (f"POST /v1/embeddings HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                     f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n")  # fmt: skip
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def post(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    async def post(self, request: bytes) -> tuple[int, dict[str, str], bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
-        self.writer.write(f"{self.head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
+        self.writer.write(request)
+        status, headers = _parse_head(await self.reader.readuntil(b"\r\n\r\n"))
         payload = await self.reader.readexactly(int(headers["content-length"]))
         return status, headers, payload
 
@@ -127,20 +142,20 @@ class _Conn:
             self.writer.close()
 
 
-async def _clients(base: str, key: str, clients: int, seconds: float) -> list[tuple[float, str]]:
+async def _clients(host: str, port: int, key: str, clients: int, seconds: float) -> list:
     """(latency s, run id) of every successful call made by ``clients`` loops, one keep-alive
     connection each."""
     done: list[tuple[float, str]] = []
-    host, port = base.removeprefix("http://").split(":")
-    conns = [_Conn(host, int(port), key) for _ in range(clients)]
+    head = _request_head(host, port, key)
+    conns = [_Conn(host, port) for _ in range(clients)]
     stop = perf_counter() + seconds
 
     async def loop(i: int) -> None:
         n = 0
         while perf_counter() < stop:
-            body = json.dumps({"model": "tiny-embed", "input": f"client {i} call {n}"}).encode()
+            request = _call_bytes(head, i, n)
             t0 = perf_counter()
-            status, headers, _ = await conns[i].post(body)
+            status, headers, _ = await conns[i].post(request)
             if status == 200:
                 done.append((perf_counter() - t0, headers["x-legato-run-id"]))
             n += 1
@@ -153,18 +168,46 @@ async def _clients(base: str, key: str, clients: int, seconds: float) -> list[tu
     return done
 
 
+def _one_client(host: str, port: int, key: str, seconds: float) -> list:
+    """``_clients`` for a single caller, with a blocking socket: one caller waiting for its
+    answer needs no event loop, and the loop's own wake-ups (~0.1 ms a call here) would
+    otherwise be charged to the gateway's single-client overhead."""
+    done: list[tuple[float, str]] = []
+    head = _request_head(host, port, key)
+    with socket.create_connection((host, port)) as sock, sock.makefile("rb") as stream:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        stop, n = perf_counter() + seconds, 0
+        while perf_counter() < stop:
+            request = _call_bytes(head, 0, n)
+            t0 = perf_counter()
+            sock.sendall(request)
+            lines = [stream.readline()]
+            while lines[-1] not in (b"\r\n", b""):
+                lines.append(stream.readline())
+            status, headers = _parse_head(b"".join(lines))
+            stream.read(int(headers["content-length"]))
+            if status == 200:
+                done.append((perf_counter() - t0, headers["x-legato-run-id"]))
+            n += 1
+    return done
+
+
 def _client_process(base: str, key: str, clients: int, seconds: float, out) -> None:  # noqa: ANN001
     # The clients stand for callers on other machines: they may run on any core, not only on
     # the ones the gateway keeps to (inherited at spawn, see ExecutorConfig.keep_host_off_worker_cores).
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    host, port = base.removeprefix("http://").split(":")
     start, cpu = perf_counter(), process_time()
-    calls = asyncio.run(_clients(base, key, clients, seconds))
+    if clients == 1:
+        calls = _one_client(host, int(port), key, seconds)
+    else:
+        calls = asyncio.run(_clients(host, int(port), key, clients, seconds))
     out.put((calls, perf_counter() - start, process_time() - cpu))
 
 
 async def _run_clients(base: str, key: str, clients: int, seconds: float) -> tuple:
-    """``_clients`` in a child process (spawned: it shares nothing with the gateway); returns
+    """The clients in a child process (spawned: it shares nothing with the gateway); returns
     the calls, the wall time of the calling phase and the client's CPU seconds."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -263,7 +306,7 @@ async def main(seconds: float, clients: int) -> dict:
         base = f"http://127.0.0.1:{port}"
         worker = lambda: inference.runtime.executor.worker_pid("cpu:0")  # noqa: E731
         await _run_clients(base, key, 4, 1.0)  # warm-up: first batches, caches
-        single = await _phase(base, key, 1, max(2.0, seconds / 4), device_us, worker)
+        single = await _phase(base, key, 1, max(2.0, seconds / 2), device_us, worker)
         w = inference.writer
         commits, rows, inline = w.commits, w.rows, w.inline_commits
         multi = await _phase(base, key, clients, seconds, device_us, worker)
@@ -274,7 +317,10 @@ async def main(seconds: float, clients: int) -> dict:
         return {
             "route": "/v1/embeddings",
             "model": "tiny BERT (2 layers, hidden 32), one CPU worker",
-            "client": "raw keep-alive HTTP/1.1, one connection per client, separate process",
+            "client": (
+                "raw keep-alive HTTP/1.1, one connection per client, separate process; "
+                "asyncio streams for many clients, a blocking socket for one"
+            ),
             "clients": clients,
             "seconds": multi["seconds"],
             "requests": multi["requests"],
