@@ -56,7 +56,7 @@ def unpack(value: Any, device: torch.device | None = None) -> Any:
 def to_plain(value: Any) -> Any:
     """A copy of an output value with tensors turned into nested lists (for the driver)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().tolist()
+        return value.tolist()  # copies from any device, ignores autograd: no detach/cpu needed
     if isinstance(value, dict):
         return {k: to_plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
