@@ -1,9 +1,10 @@
 """The worker's inbox: messages from the executor, queued in order, with cancel of queued items.
 
-A receiver thread of the worker reads the pipe as soon as anything arrives and puts every
-message here; the worker's main thread takes them one at a time. Because batches wait HERE
-rather than in the pipe, a ``cancel`` message (handled by the receiver thread at once) can take
-items out of batches that have not started. A running decode loop takes batches that may join
+The worker reads the pipe (its main thread after each message, or its heartbeat thread while the
+main thread is busy) and puts every message that waits there here; the main thread takes them
+one at a time, oldest first, before it reads the pipe again. Because batches wait HERE rather
+than in the pipe, a ``cancel`` message (handled by the reader at once) can take items out of
+batches that have not started. A running decode loop takes batches that may join
 it with :meth:`Inbox.take_if`, which only ever looks at the OLDEST message: messages are still
 handled in order, and one that cannot join ends joining until the loop has finished. Thread-safe;
 no I/O.
@@ -43,6 +44,11 @@ class Inbox:
         with self._cond:
             if not self._queue:
                 self._cond.wait(timeout)
+            return self._queue.popleft() if self._queue else None
+
+    def pop(self) -> tuple | None:
+        """The oldest message, taken out, or None when none is queued; never waits."""
+        with self._cond:
             return self._queue.popleft() if self._queue else None
 
     def take_if(self, accept: Callable[[tuple], bool]) -> tuple | None:

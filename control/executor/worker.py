@@ -15,14 +15,22 @@ Threads, and why:
   for the same replica at the head of the inbox join it at step boundaries (each ``started``
   when it joins, reported when its own items are done); anything else at the head ends
   joining (see :mod:`worker_batches`);
-* a receiver thread reads the pipe as soon as anything arrives and queues messages in the
-  :class:`~control.executor.inbox.Inbox`; ``cancel`` is handled by it at once, so items of
-  batches that have not started can be taken out and reported ``cancelled``;
+* the main thread also reads the pipe: while idle it waits in ``recv`` itself, so a batch
+  that reaches an idle worker starts on the thread that woke for it (no hand-over between
+  threads: on the worker's one pinned core each wake-up and GIL hand-over was ~50 us on every
+  batch's way). After each message it queues whatever else waits in the pipe in the
+  :class:`~control.executor.inbox.Inbox` (without waiting for more), handling a ``cancel`` at
+  once, so items of batches that have not started can be taken out and reported
+  ``cancelled`` before the next one starts. While it runs a batch, nobody waits on the pipe:
+  the next message is read when the batch ends (a decode loop reads at every step boundary,
+  see :mod:`worker_batches`), or by the heartbeat thread at its next beat (below);
 * a heartbeat thread sends a heartbeat every interval. It is separate from the main thread
   because one forward pass of an encoder cannot tick: a long batch must not look like death.
   Heartbeats therefore prove the PROCESS is alive (a crash stops them and closes the pipe);
   a hung BATCH is caught by its deadline instead. torch releases the GIL while it computes,
-  and Python switches threads every few ms otherwise, so a busy main thread does not starve it;
+  and Python switches threads every few ms otherwise, so a busy main thread does not starve it.
+  At each beat that finds the main thread busy (not reading) it also queues what waits in the
+  pipe, so a ``cancel`` of queued items is answered within a beat even behind a long batch;
 * a loader thread loads models (reads weights, builds the adapter, measures time and memory).
   Loading is the cold path: it runs beside the hot replicas instead of in front of them, and
   needs no hand-over between processes because the weights land in this worker's own memory (on
@@ -40,6 +48,7 @@ import logging
 import os
 import pickle
 import queue
+import select
 import signal
 import threading
 from collections import OrderedDict
@@ -100,6 +109,10 @@ class Worker(BatchMixin):
         self.loads: queue.Queue = queue.Queue()
         self.ready: queue.Queue = queue.Queue()
         self.inbox = Inbox()
+        # Held by whichever thread reads the pipe (a message is read whole by one thread);
+        # the main thread holds it while it waits in recv, so the heartbeat thread then skips.
+        self.reading = threading.Lock()
+        self._poller: Any = None  # select.poll on the pipe, from serve() on
         self.busy = False
         self.running = True
         self.stopped = threading.Event()
@@ -120,42 +133,67 @@ class Worker(BatchMixin):
         self.send(("hb", os.getpid(), self.busy, tuple(sorted(r for r, _ in adapters)), used))
 
     def serve(self) -> None:
-        """Start the helper threads, then run inbox messages until ``stop`` or a closed pipe."""
+        """Start the helper threads, then run messages in order until ``stop`` or a closed pipe."""
+        self._poller = select.poll()
+        self._poller.register(self.conn.fileno(), select.POLLIN)
         self.heartbeat()
-        for target, name in ((self._loader, "loader"), (self._receive, "receiver"),
-                             (self._beat, "heartbeat")):  # fmt: skip
+        for target, name in ((self._loader, "loader"), (self._beat, "heartbeat")):
             threading.Thread(target=target, name=name, daemon=True).start()
         try:
             while self.running:
-                msg = self.inbox.get(self.config.heartbeat_s)
+                msg = self._next()
                 self._install_loaded()
                 if msg is not None:
                     _HANDLERS[msg[0]](self, *msg[1:])
+                    with self.reading:
+                        self.take_waiting()
         except (EOFError, OSError):
             pass  # the executor went away: nothing left to serve
         finally:
             self.stopped.set()
             self.loads.put(None)
 
-    def _receive(self) -> None:
-        """Receiver thread: queue every message; cancel at once; stop when the pipe closes."""
-        while not self.stopped.is_set():
-            try:
+    def _next(self) -> tuple | None:
+        """The oldest queued message, else the next one from the pipe (waiting for it, the
+        worker being idle); None for a ``cancel`` (handled here). Raises EOFError or OSError
+        when the pipe closes."""
+        msg = self.inbox.pop()
+        if msg is not None:
+            return msg
+        with self.reading:
+            msg = self.inbox.pop()  # the heartbeat thread may have queued some meanwhile
+            if msg is None:
                 msg = self.conn.recv()
-            except (EOFError, OSError):
-                self.inbox.put(("stop",))
-                return
+        if msg[0] == "cancel":
+            self._cancel(msg[1])
+            return None
+        return msg
+
+    def take_waiting(self) -> None:
+        """Queue every message waiting in the pipe now, handling a ``cancel`` at once; never
+        waits for more. Only with ``reading`` held; nothing to do before ``serve``."""
+        if self._poller is None:
+            return
+        while self._poller.poll(0):  # a frame started: recv reads it to its end
+            msg = self.conn.recv()
             if msg[0] == "cancel":
                 self._cancel(msg[1])
             else:
                 self.inbox.put(msg)
 
     def _beat(self) -> None:
-        """Heartbeat thread: one heartbeat per interval while the worker serves."""
+        """Heartbeat thread: one heartbeat per interval while the worker serves; then, if the
+        main thread is busy (not reading), queue what waits in the pipe (see the module)."""
         while not self.stopped.wait(self.config.heartbeat_s):
             try:
                 self.heartbeat()
+                if self.reading.acquire(blocking=False):
+                    try:
+                        self.take_waiting()
+                    finally:
+                        self.reading.release()
             except (EOFError, OSError):
+                self.inbox.put(("stop",))  # the pipe closed: the main thread stops in order
                 return
 
     def _cancel(self, keys) -> None:  # noqa: ANN001
@@ -186,11 +224,8 @@ class Worker(BatchMixin):
             self.send(("loaded", load_id, replica_id, load_ms, adapter.memory_mib()))
 
     def _install_loaded(self) -> None:
-        while True:
-            try:
-                replica_id, adapter = self.ready.get_nowait()
-            except queue.Empty:
-                return
+        while not self.ready.empty():  # checked first: an exception per message cost more
+            replica_id, adapter = self.ready.get_nowait()
             self.adapters[replica_id] = adapter
             freeze_heap()  # the new model's objects join the frozen start-up heap
 

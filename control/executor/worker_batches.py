@@ -149,6 +149,8 @@ class BatchMixin:
         """Batches for ``replica_id`` at the head of the inbox, taken out and started (a batch
         with no runnable item is reported at once); see the module docstring for the rule."""
         joined = []
+        with self.reading:  # batches that reached the pipe since the last step
+            self.take_waiting()
         while (msg := self.inbox.take_if(lambda m: _joins(m, replica_id))) is not None:
             run = _Running(self, *msg[1:])
             running.append(run)
