@@ -37,6 +37,7 @@ from control.executor.base import (
     DeviceInfo,
     ExecutorError,
     ExecutorEvent,
+    ItemResult,
     LoadReport,
     ModelRef,
     TokenDelta,
@@ -71,7 +72,10 @@ class LocalExecutor(AttachMixin, LoadingMixin, PumpMixin, WatchMixin):
         self._unloads: dict[str, tuple[str, concurrent.futures.Future]] = {}
         self._requests: dict[str, tuple[str, concurrent.futures.Future | str]] = {}
         self._parked: dict[str, _ParkedBatch] = {}
-        self._done: OrderedDict[str, bytes] = OrderedDict()  # pickled (see pump._store)
+        #: final results by key, pickled (see pump._store); those of the last pump tick may
+        #: still be objects, listed in ``_unpacked`` until the pump packs them (see _pack_done)
+        self._done: OrderedDict[str, bytes | ItemResult] = OrderedDict()
+        self._unpacked: list[str] = []
         self._inflight_keys: dict[str, str] = {}
         self._output_at: dict[tuple[str, str], str] = {}
         #: outputs that came back with their results (``return_output``), until released

@@ -69,6 +69,7 @@ class WatchMixin:
             with self._lock:
                 self._check_health(skip_silence=late)
                 self._send_releases()
+                self._pack_done()
 
     def _drain(self, conn, handle) -> None:  # noqa: ANN001
         """Handle every message waiting on ``conn`` (up to a bound, so that one chatty worker
