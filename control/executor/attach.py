@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from control.executor.base import ExecutorError
@@ -40,12 +41,17 @@ class AttachMixin:
     _attach_request: concurrent.futures.Future | None = None
     _pipes_on_loop = False  # the pump has stopped reading (it acknowledged a request)
     _watched: dict[int, Any]
+    _after_read: Callable[[], None] | None = None
 
-    async def attach(self) -> None:
+    async def attach(self, after_read: Callable[[], None] | None = None) -> None:
         """Read the worker pipes on the running loop from now on (see the module docstring).
         Returns once the loop watches every pipe; idempotent. Only after ``start`` (the pump
-        thread must be there to hand reading over)."""
+        thread must be there to hand reading over). ``after_read`` is called on the loop
+        each time a pipe's waiting messages have been handled (their events emitted) and
+        the executor's lock is free: the driver then takes its turn at once, in the same
+        loop iteration (see ``Driver.turn_now``)."""
         loop = asyncio.get_running_loop()
+        self._after_read = after_read
         if self._loop is loop:
             return
         if self._pump is None or not self._pump.is_alive():
@@ -89,6 +95,7 @@ class AttachMixin:
             for fd in list(self._watched):
                 self._unwatch(fd)
             self._loop = self._loop_thread = None
+            self._after_read = None
             self._pipes_on_loop = False
 
     @property
@@ -135,6 +142,12 @@ class AttachMixin:
             self._unwatch_conn(conn)
             return
         self._drain(conn, handle)
+        after = self._after_read
+        if after is not None:
+            try:
+                after()
+            except Exception:  # the reader must live on: the loop's own bug, logged
+                log.exception("after-read hook %r failed", after)
 
     def _down_on_loop(self, handle, conn, reason: str, cause: str) -> None:  # noqa: ANN001
         """A health verdict of the pump, carried out on the loop (unless the worker was

@@ -53,6 +53,10 @@ class Driver:
         self.sample_every_s = sample_every_s
         self._records: deque[Record | object] = deque()
         self._turn_scheduled = False
+        self._turn_handle: asyncio.Handle | None = None  # the scheduled turn (see turn_now)
+        #: called, in order, at the end of every turn (loop thread; must not block): e.g. the
+        #: group-commit writer starts the commit of what the turn queued (see turn_now)
+        self.after_turn: list[Callable[[], None]] = []
         self._stopped: asyncio.Future | None = None  # resolved by the turn that sees _STOP
         self.steps = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -67,7 +71,18 @@ class Driver:
         self._records.append(record)
         if not self._turn_scheduled and self._loop is not None:
             self._turn_scheduled = True
-            self._loop.call_soon(self._turn)
+            self._turn_handle = self._loop.call_soon(self._turn)
+
+    def turn_now(self) -> None:
+        """Take the turn scheduled for this instant now, not on the loop's next iteration
+        (loop thread). For a source that has put everything it had and is done: the executor
+        once it has read its pipes. Why: each loop iteration between a worker's result and
+        the turn that settles it, and between that turn and the commit the caller waits for,
+        is on the path of every synchronous call. No-op when no turn is scheduled."""
+        handle = self._turn_handle
+        if handle is not None:
+            handle.cancel()
+            self._turn()
 
     def put_threadsafe(self, record: Record) -> None:
         assert self._loop is not None, "the driver is not running"
@@ -91,7 +106,7 @@ class Driver:
         self._stopped = self._loop.create_future()
         if self._records and not self._turn_scheduled:
             self._turn_scheduled = True
-            self._loop.call_soon(self._turn)
+            self._turn_handle = self._loop.call_soon(self._turn)
         try:
             await self._stopped
         finally:
@@ -101,8 +116,10 @@ class Driver:
                 self._timer = None
 
     def _turn(self) -> None:
-        """One instant: record everything queued, step the core once, act, re-arm."""
+        """One instant: record everything queued, step the core once, act, re-arm; then the
+        ``after_turn`` hooks."""
         self._turn_scheduled = False
+        self._turn_handle = None
         records, self._records = self._records, deque()
         stopping = False
         now = clock.monotonic()
@@ -124,6 +141,11 @@ class Driver:
         finally:
             if stopping and self._stopped is not None and not self._stopped.done():
                 self._stopped.set_result(None)
+        for hook in self.after_turn:
+            try:
+                hook()
+            except Exception:  # a hook's bug must not stop the turns
+                log.exception("after-turn hook %r failed", hook)
 
     def _record(self, record: Record, now: float) -> None:
         core = self.core

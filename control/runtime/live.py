@@ -98,6 +98,9 @@ class LiveRuntime:
         self._node_cache: dict[str, tuple[dict[str, str], dict[str, str], frozenset[str]]] = {}
         self._node_cache_of: object = None
         self._listener: Callable[[object], None] | None = None
+        #: called at the end of every driver turn, on the loop thread (see Driver.after_turn);
+        #: add before ``start``
+        self.after_turn: list[Callable[[], None]] = []
         self.driver: Driver | None = None
         self.actuator: Actuator | None = None
 
@@ -113,6 +116,7 @@ class LiveRuntime:
                            self._worker_down, self._worker_up)  # fmt: skip
         self.driver = Driver(core, None, done, self.metrics, self._refused,  # type: ignore[arg-type]
                              self.config.sample_every_s)  # fmt: skip
+        self.driver.after_turn = self.after_turn
         self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
                                  self.index_replicas, self.metrics, self.driver.put,
                                  self.config.stream_tokens)  # fmt: skip
@@ -134,7 +138,9 @@ class LiveRuntime:
             add_listener(deliver)
             attach = getattr(self.executor, "attach", None)
             if attach is not None and self.config.read_executor_on_loop:
-                await attach()  # the loop reads the worker pipes: no hop at all
+                # the loop reads the worker pipes: no hop at all, and what was read is
+                # settled in the same loop iteration (the turn runs once the pipes are read)
+                await attach(after_read=self.driver.turn_now)
         else:
             self._tasks.append(loop.create_task(self._forward()))
         await asyncio.gather(*self._initial_loads())

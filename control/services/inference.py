@@ -113,6 +113,10 @@ class InferenceService(SettleMixin):
         self._live: dict[str, LiveRun] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
         runtime.usage_sink = self._on_usage
+        # the commit of a turn's run ends starts as the turn ends, not a loop iteration later
+        after_turn = getattr(runtime, "after_turn", None)  # test doubles may have none
+        if after_turn is not None:
+            after_turn.append(self.writer.commit_now)
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -270,7 +274,7 @@ class InferenceService(SettleMixin):
             model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
         )  # fmt: skip
         if live is None or not live.writes:
-            self.writer.submit(op).add_done_callback(log_write_failure)
+            self.writer.submit(op, log_write_failure)
             return
         self._linger(live, op)  # its request row itself still waits: the bill follows it
 
@@ -288,7 +292,7 @@ class InferenceService(SettleMixin):
             live.write_timer = None
         writes, live.writes = live.writes, []
         for op in writes:
-            self.writer.submit(op).add_done_callback(log_write_failure)
+            self.writer.submit(op, log_write_failure)
 
     async def recorded(self, request_id: str) -> None:
         """Make sure the request's row is committed (a synchronous caller whose run outlives

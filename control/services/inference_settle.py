@@ -95,12 +95,11 @@ class SettleMixin:
             status, body, error = result_body(result, live.trace, refs)
             started = started_at(live.trace) if status != "rejected" else None
             finish = FinishRequest(request_id, status, utcnow(), body, error, started)
-            committed = self.writer.submit(finish)
+            # told as the commit is done, not a loop iteration later (see writer.submit)
+            self.writer.submit(finish, partial(self._on_recorded, request_id, live, finish))
         except Exception:  # a settle that fails must not kill the loop; the row stays open
             log.exception("could not record the end of request %s", request_id)
             self._close(request_id, live)
-            return
-        committed.add_done_callback(partial(self._on_recorded, request_id, live, finish))
 
     def _on_recorded(
         self, request_id: str, live: LiveRun, finish: FinishRequest, committed: asyncio.Future

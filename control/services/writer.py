@@ -105,6 +105,7 @@ _FLUSH = object()
 class _Pending:
     op: Any
     future: asyncio.Future
+    then: Callable[[asyncio.Future], None] | None = None  # called as the future resolves
 
 
 class GroupCommitWriter:
@@ -140,6 +141,7 @@ class GroupCommitWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: deque[_Pending] = deque()
         self._scheduled = False  # a batch start is scheduled on the loop
+        self._begin_handle: asyncio.Handle | None = None  # that start (see commit_now)
         self._busy = False  # a batch is on the database thread
         self._stopping = False
         self._idle: asyncio.Future | None = None  # stop() waits for the last commit
@@ -172,17 +174,35 @@ class GroupCommitWriter:
         return self._loop is not None and not self._stopping
 
     # ---- callers (event loop)
-    def submit(self, op: Any) -> asyncio.Future:
-        """Queue ``op``; the future resolves after its commit. Never blocks."""
+    def submit(
+        self, op: Any, then: Callable[[asyncio.Future], None] | None = None
+    ) -> asyncio.Future:
+        """Queue ``op``; the future resolves after its commit. Never blocks. ``then(future)``,
+        when given, is called as the future resolves, in the same loop iteration (a done
+        callback would wait for the next one): the commit's waiters hear of it sooner. It
+        must not block; an exception it raises is logged."""
         if self._loop is None:
             raise RuntimeError("the group-commit writer is not running: call start() first")
         future = self._loop.create_future()
         if self._stopping:
             future.set_exception(RuntimeError("the writer stopped before this commit"))
+            if then is not None:
+                future.add_done_callback(then)
             return future
-        self._queue.append(_Pending(op, future))
+        self._queue.append(_Pending(op, future, then))
         self._schedule()
         return future
+
+    def commit_now(self) -> None:
+        """Start the batch scheduled for the loop's next iteration now (loop thread): for a
+        caller that knows nothing more will be queued in this iteration, e.g. at the end of
+        the driver's turn, whose run ends the batch holds. Why: the commit, and the caller
+        waiting for it, then come one loop iteration sooner. No-op when nothing is scheduled
+        or ``linger_s`` is set (the linger is the point then)."""
+        handle = self._begin_handle
+        if handle is not None and self.config.linger_s == 0:
+            handle.cancel()
+            self._begin()
 
     async def write(self, op: Any) -> Any:
         """Queue ``op`` and wait for its commit; raises the operation's error."""
@@ -208,10 +228,11 @@ class GroupCommitWriter:
         if linger > 0 and not self._stopping:
             self._loop.call_later(linger, self._begin)
         else:
-            self._loop.call_soon(self._begin)
+            self._begin_handle = self._loop.call_soon(self._begin)
 
     def _begin(self) -> None:
         self._scheduled = False
+        self._begin_handle = None
         batch: list[_Pending] = []
         while self._queue and len(batch) < self.config.max_rows:
             batch.append(self._queue.popleft())
@@ -289,12 +310,16 @@ class GroupCommitWriter:
         results = iter(outcomes)
         for pending in batch:
             outcome = None if pending.op is _FLUSH else next(results)
-            if pending.future.done():
-                continue
-            if isinstance(outcome, BaseException):
-                pending.future.set_exception(outcome)
-            else:
-                pending.future.set_result(outcome)
+            if not pending.future.done():
+                if isinstance(outcome, BaseException):
+                    pending.future.set_exception(outcome)
+                else:
+                    pending.future.set_result(outcome)
+            if pending.then is not None:
+                try:
+                    pending.then(pending.future)
+                except Exception:  # the caller's bug must not stop the other outcomes
+                    log.exception("commit callback %r failed", pending.then)
         if self._queue:
             self._schedule()
         else:
