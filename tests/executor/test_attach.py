@@ -47,14 +47,16 @@ async def test_the_loop_reads_the_pipes_and_survives_a_killed_worker(model_cache
     seen: list[tuple[object, int]] = []
     ex.add_listener(lambda event: seen.append((event, threading.get_ident())))
     loop_thread = threading.get_ident()
+    reads: list[int] = []  # events seen by then, each time the loop has read a pipe
     try:
-        await ex.attach()
+        await ex.attach(after_read=lambda: reads.append(len(seen)))
         assert ex.attached
         await _load(ex, "e1")
         ex.submit(Batch("b1", "e1", (_item("k1", "cats purr"),)))
         await _until(seen, lambda s: any(isinstance(e, ItemCompleted) for e, _ in s))
         done = [(e, t) for e, t in seen if isinstance(e, ItemCompleted)]
         assert done[0][0].result.ok and done[0][1] == loop_thread  # read and told on the loop
+        assert reads[-1] == len(seen)  # told once the result's event was emitted
 
         os.kill(ex.worker_pid("cpu:0"), signal.SIGKILL)
         await _until(seen, lambda s: any(isinstance(e, WorkerUp) for e, _ in s), 120)

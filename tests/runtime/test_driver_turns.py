@@ -117,3 +117,34 @@ async def test_stop_ends_run_after_the_records_before_it_even_when_that_turn_fai
     driver.stop()
     await asyncio.wait_for(task, 1)
     assert [names for _, names in core.steps] == [["last"]]
+
+
+async def test_turn_now_takes_the_scheduled_turn_at_once_and_only_once() -> None:
+    driver, core, _ = _driver()
+    task = asyncio.create_task(driver.run())
+    await _settle()
+    driver.turn_now()  # nothing scheduled: no turn
+    assert core.steps == []
+    driver.put(Submit("read"))  # type: ignore[arg-type]
+    driver.turn_now()  # e.g. the executor has read its pipes: no loop iteration in between
+    assert [names for _, names in core.steps] == [["read"]]
+    await _settle()
+    assert len(core.steps) == 1  # the turn scheduled for the next iteration was taken
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+
+
+async def test_after_turn_hooks_run_at_the_end_of_every_turn_even_a_failed_one(caplog) -> None:  # noqa: ANN001
+    driver, core, actuator = _driver()
+    seen: list[int] = []
+    driver.after_turn.append(lambda: seen.append(len(actuator.applied)))
+    driver.after_turn.append(lambda: 1 / 0)  # a broken hook is logged, the turns go on
+    task = asyncio.create_task(driver.run())
+    core.fail_next_step = True
+    driver.put(Submit("x"))  # type: ignore[arg-type]
+    await _settle()
+    driver.put(Submit("y"))  # type: ignore[arg-type]
+    await _settle()
+    assert seen == [0, 1] and "after-turn hook" in caplog.text
+    driver.stop()
+    await asyncio.wait_for(task, 1)

@@ -19,6 +19,7 @@ from control.services.run_records import (
     Submission,
     apply_run_records,
 )
+from control.services.run_records_sqlite import SqliteRunRecords
 from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import repositories as repo
 from db.session import make_engine, make_session_factory, session_scope
@@ -144,6 +145,27 @@ async def test_an_acknowledged_write_survives_a_restart(tmp_path, _sqlite_templa
     with session_scope(fresh) as session:
         assert repo.RequestRepository(session).get(rid).status == "queued"
         assert len(repo.UsageRepository(session).list(request_id=rid)) == 1
+
+
+async def test_commit_now_commits_in_this_iteration_and_then_is_told_as_it_resolves(world_url):
+    url, tenant = world_url  # a SQLite file: small batches commit inline, on the loop
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
+                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer.start()
+    told: list = []
+    first = writer.submit(accept(tenant, "now-1"), told.append)
+    second = writer.submit(accept(tenant, "now-2"))
+    writer.commit_now()  # e.g. the driver's turn ended: no loop iteration in between
+    assert told == [first] and first.result().request.idempotency_key == "now-1"
+    assert second.done() and writer.commits == 1  # the two share the commit
+    writer.commit_now()  # nothing scheduled: nothing happens
+    bad = writer.submit(accept(tenant + 999, "orphan"), told.append)  # its error is told too
+    await asyncio.sleep(0.1)
+    assert told[-1] is bad and isinstance(bad.exception(), IntegrityError)
+    await writer.stop()
+    late = writer.submit(bill("r"), told.append)  # refused after stop: still told
+    await asyncio.sleep(0)
+    assert told[-1] is late and isinstance(late.exception(), RuntimeError)
 
 
 async def test_submit_before_start_is_misuse(session_factory) -> None:
