@@ -44,7 +44,7 @@ from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.core.types import StepResult
 from control.executor.base import Batch, Executor, ExecutorError, ModelRef
 from control.runtime import clock, mapping
-from control.runtime.completions import Completions
+from control.runtime.completions import Completions, call_now
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.outputs import OutputFetch
 from control.runtime.state import Ingest, PendingBatch, Record, RunState, failed_item
@@ -79,6 +79,8 @@ class Actuator:
         self.payloads: dict[str, Mapping[str, Any]] = {}
         self.host_outputs: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.tasks: set[asyncio.Task] = set()
+        #: runs what need not precede a run's answer (releases, metrics): see Completions.later
+        self.later: Callable[..., None] = call_now
         #: Called with every ``RolloutTransition`` on the loop thread; must not block.
         self.on_rollout: Callable[[RolloutTransition], None] | None = None
         self.stores = mapping.Stores(
@@ -324,19 +326,23 @@ class Actuator:
 
     def _settle(self, a: RunFinished, outputs: dict[str, Any], error: str | None) -> None:
         """Release everything the run held and resolve its handle (its end reaches the caller)."""
-        run = self.runs.get(a.request_id)
+        run = self.runs.pop(a.request_id, None)
         status = a.status if error is None or a.status != "succeeded" else "failed"
         if status != "succeeded":
             outputs = {}
-        self.ex.release_run(a.request_id)
-        self.payloads.pop(a.request_id, None)
-        for key in [k for k in self.host_outputs if k[0] == a.request_id]:
-            del self.host_outputs[key]
-        for key in [k for k in self.done.exec_held if k[0] == a.request_id]:
-            self.done.exec_held.discard(key)
-        self.runs.pop(a.request_id, None)
+        self.later(self._release, a.request_id)  # nothing reads a finished run's leftovers
         if run is None:
             return
-        self.metrics.run_done(run.request.workflow, status, clock.monotonic() - run.submitted_at)
+        wall_s = clock.monotonic() - run.submitted_at
+        self.later(self.metrics.run_done, run.request.workflow, status, wall_s)
         result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage))
         run.handle.resolve(result)
+
+    def _release(self, run_id: str) -> None:
+        """Drop what a finished run left: its outputs on the executor and here, its payload."""
+        self.ex.release_run(run_id)
+        self.payloads.pop(run_id, None)
+        for key in [k for k in self.host_outputs if k[0] == run_id]:
+            del self.host_outputs[key]
+        for key in [k for k in self.done.exec_held if k[0] == run_id]:
+            self.done.exec_held.discard(key)

@@ -64,6 +64,9 @@ class Completions:
         self.billed: set[str] = set()
         self.exec_held: set[tuple[str, str]] = set()
         self._held: dict[str, list[ItemResult]] = {}  # device -> failures before WorkerDown
+        #: runs bookkeeping that need not precede the answer (metrics): ``later(fn, *args)``.
+        #: At once by default; the live runtime defers it past the turn (``Driver.later``).
+        self.later: Callable[..., None] = call_now
 
     # ---- registration (actuator side)
     def expect(self, batch: PendingBatch) -> None:
@@ -117,8 +120,8 @@ class Completions:
             return []
         del self.pending[batch_id]
         d = pb.dispatch
-        self.metrics.batch_done(d.model_key or d.tool or "?", pb.device, len(d.items), pb.device_ms,
-                                now - pb.dispatched_at)  # fmt: skip
+        self.later(self.metrics.batch_done, d.model_key or d.tool or "?", pb.device,
+                   len(d.items), pb.device_ms, now - pb.dispatched_at)  # fmt: skip
         return [Complete(pb.batch_result())]
 
     def _bill(self, pb: PendingBatch, r: ItemResult) -> None:
@@ -128,7 +131,8 @@ class Completions:
         run = self.runs.get(r.step.run_id)
         item = pb.items[r.idempotency_key]
         model = pb.dispatch.model_key or pb.dispatch.tool or "?"
-        self.metrics.tokens(model, r.input_tokens, r.output_tokens, r.prefix_hit_tokens)
+        self.later(self.metrics.tokens, model, r.input_tokens, r.output_tokens,
+                   r.prefix_hit_tokens)  # fmt: skip
         if run is None:
             return
         rec = UsageRecord(
@@ -193,6 +197,11 @@ class Completions:
         ReplicaEvicted: _evicted,
         BreakerChanged: _breaker,
     }
+
+
+def call_now(fn: Callable[..., None], *args: Any) -> None:
+    """The default ``later``: no deferral."""
+    fn(*args)
 
 
 def _step_result(key: str, r: ItemResult) -> StepResult:

@@ -57,6 +57,8 @@ class Driver:
         #: called, in order, at the end of every turn (loop thread; must not block): e.g. the
         #: group-commit writer starts the commit of what the turn queued (see turn_now)
         self.after_turn: list[Callable[[], None]] = []
+        self._later: list[tuple[Callable[..., None], tuple]] = []  # see later()
+        self._in_turn = False
         self._stopped: asyncio.Future | None = None  # resolved by the turn that sees _STOP
         self.steps = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -83,6 +85,24 @@ class Driver:
         if handle is not None:
             handle.cancel()
             self._turn()
+
+    def later(self, fn: Callable[..., None], *args: object) -> None:
+        """Call ``fn(*args)`` once the callers this turn answers have been answered (loop
+        thread): for bookkeeping that need not come before an answer (metrics, releases).
+        Queued behind every wake-up the turn and its ``after_turn`` hooks scheduled, so the
+        woken callers' tasks take their steps (and send their responses) first; outside a
+        turn, on the loop's next iteration. ``fn`` must not block; its errors are logged."""
+        self._later.append((fn, args))
+        if not self._in_turn and len(self._later) == 1 and self._loop is not None:
+            self._loop.call_soon(self._run_later)
+
+    def _run_later(self) -> None:
+        later, self._later = self._later, []
+        for fn, args in later:
+            try:
+                fn(*args)
+            except Exception:  # bookkeeping must not stop the loop
+                log.exception("deferred %r failed", fn)
 
     def put_threadsafe(self, record: Record) -> None:
         assert self._loop is not None, "the driver is not running"
@@ -120,6 +140,7 @@ class Driver:
         ``after_turn`` hooks."""
         self._turn_scheduled = False
         self._turn_handle = None
+        self._in_turn = True
         records, self._records = self._records, deque()
         stopping = False
         now = clock.monotonic()
@@ -146,6 +167,12 @@ class Driver:
                 hook()
             except Exception:  # a hook's bug must not stop the turns
                 log.exception("after-turn hook %r failed", hook)
+        self._in_turn = False
+        if self._later:  # behind the wake-ups scheduled above: see later()
+            if self._loop is not None:
+                self._loop.call_soon(self._run_later)
+            else:
+                self._run_later()
 
     def _record(self, record: Record, now: float) -> None:
         core = self.core

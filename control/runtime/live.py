@@ -121,6 +121,8 @@ class LiveRuntime:
                                  self.index_replicas, self.metrics, self.driver.put,
                                  self.config.stream_tokens)  # fmt: skip
         self.driver.actuator = self.actuator
+        # metrics and releases wait until the callers a turn answers have been answered
+        done.later = self.actuator.later = self.driver.later
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.driver.run())]
         add_listener = getattr(self.executor, "add_listener", None)

@@ -104,7 +104,10 @@ class SettleMixin:
     def _on_recorded(
         self, request_id: str, live: LiveRun, finish: FinishRequest, committed: asyncio.Future
     ) -> None:
-        """The run's end is committed (or failed to be): publish it, wake its waiters."""
+        """The run's end is committed (or failed to be): publish it, wake its waiters, then
+        tell ``on_settled`` (metrics: queued behind the waiters' wake-ups, so that it runs
+        after their tasks' steps, off the caller's way)."""
+        final = None
         try:
             if committed.cancelled() or committed.exception() is not None:
                 raise RuntimeError(f"end not written: {committed}")
@@ -112,12 +115,20 @@ class SettleMixin:
                             error=finish.error, finished_at=finish.finished_at,
                             started_at=finish.started_at)  # fmt: skip
             self._remember(final)
-            if self.on_settled is not None:
-                self.on_settled(request_id, final, tuple(s.usage for s in live.trace.steps))
         except Exception:  # the row stays open; the waiters still hear of the run
             log.exception("could not record the end of request %s", request_id)
         finally:
             self._close(request_id, live)
+        if final is not None and self.on_settled is not None:
+            usage = tuple(s.usage for s in live.trace.steps)
+            asyncio.get_running_loop().call_soon(self._tell_settled, request_id, final, usage)
+
+    def _tell_settled(self, request_id: str, final: rec.RequestRecord, usage: tuple) -> None:
+        try:
+            if self.on_settled is not None:
+                self.on_settled(request_id, final, usage)
+        except Exception:  # a metrics bug must not stop the loop
+            log.exception("on_settled failed for request %s", request_id)
 
     def _close(self, request_id: str, live: LiveRun) -> None:
         self._queue_writes(live)  # nothing is lost when recording the end failed

@@ -148,3 +148,28 @@ async def test_after_turn_hooks_run_at_the_end_of_every_turn_even_a_failed_one(c
     assert seen == [0, 1] and "after-turn hook" in caplog.text
     driver.stop()
     await asyncio.wait_for(task, 1)
+
+
+async def test_later_runs_after_the_callers_the_turn_answered_took_their_step() -> None:
+    driver, _, actuator = _driver()
+    order: list[str] = []
+    answered = asyncio.get_running_loop().create_future()
+
+    async def caller() -> None:
+        await answered
+        order.append("caller answered")
+
+    waiting = asyncio.create_task(caller())
+    actuator.on_apply = lambda: driver.later(order.append, "metrics")
+    driver.after_turn.append(lambda: answered.done() or answered.set_result(None))
+    task = asyncio.create_task(driver.run())
+    await _settle()
+    driver.put(Submit("x"))  # type: ignore[arg-type]
+    await _settle()
+    assert order[:2] == ["caller answered", "metrics"]
+    driver.later(order.append, "outside a turn")  # the next iteration
+    await _settle()
+    assert order[-1] == "outside a turn"
+    driver.stop()
+    await asyncio.wait_for(task, 1)
+    await waiting
