@@ -190,6 +190,13 @@ class PumpMixin:
             self._send(self._workers[holder], ("fetch", request_id, run_id, node_id))
         return future
 
+    def returned_output(self, run_id: str, node_id: str) -> dict | None:
+        """The full output of a completed step that came back with its result, or None
+        (then ask ``fetch_output``). No future to build and resolve: a finished run's outputs
+        are usually at hand."""
+        with self._lock:
+            return self._returned.get((run_id, node_id))
+
     def _on_fetched(self, handle, request_id: str, value, error: str | None) -> None:
         _, future = self._requests.pop(request_id, (None, None))
         if isinstance(future, concurrent.futures.Future):

@@ -26,7 +26,8 @@ _Part = tuple[concurrent.futures.Future | None, Any]
 
 class OutputFetch:
     """The outputs of one finished run, every fetch started on construction (raises
-    ``InputUnavailable`` when a request input or host output is gone). ``ready`` says whether
+    ``InputUnavailable`` when a request input or host output is gone, ``KeyError`` when an
+    output at hand lacks the field asked for). ``ready`` says whether
     all are at hand; ``values()`` then returns them (raising ``KeyError`` or
     ``InputUnavailable`` for an output whose worker died after the step); ``wait()`` awaits
     the fetches still running first. Each fetch is sent once, whichever is used."""
@@ -62,10 +63,18 @@ class OutputFetch:
 def _start(ref: InputRef, stores: mapping.Stores, ex: Executor) -> _Part:
     v = mapping.resolve_ref(ref, stores)
     if isinstance(v, ExecRef):
-        return ex.fetch_output(v.run_id, v.node_id), _field(v.field, None)
-    if isinstance(v, mapping.Fetch):
-        return ex.fetch_output(v.run_id, v.exec_node), _field(v.field, v.select)
-    return None, v
+        run_id, node_id, pick = v.run_id, v.node_id, _field(v.field, None)
+    elif isinstance(v, mapping.Fetch):
+        run_id, node_id, pick = v.run_id, v.exec_node, _field(v.field, v.select)
+    else:
+        return None, v
+    # an output that came back with its result is taken as it is (an executor that can say
+    # so): no future to build and resolve on the way of every run's answer
+    returned = getattr(ex, "returned_output", None)
+    held = returned(run_id, node_id) if returned is not None else None
+    if held is not None:
+        return None, pick(held)
+    return ex.fetch_output(run_id, node_id), pick
 
 
 def _field(name: str, select: int | None) -> Callable[[Mapping[str, Any]], Any]:

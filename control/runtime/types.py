@@ -142,7 +142,8 @@ class RunHandle:
             return
         self._result.set_result(result)
         self._closed = True
-        self._notify()
+        if not self._wake.done():  # readers see ``_closed`` and never wait again: no new one
+            self._wake.set_result(None)
         callbacks, self._on_end = self._on_end, []
         for fn in callbacks:
             try:

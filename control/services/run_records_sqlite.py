@@ -52,6 +52,7 @@ class _Statements:
             for c in table.columns
         }
         self._inserts: dict[tuple[str, ...], str] = {}
+        self._converters: dict[tuple[str, ...], tuple[tuple[str, _Convert], ...]] = {}
 
     def insert(self, columns: tuple[str, ...]) -> str:
         """The insert of ``columns`` (cached per column set); a row that breaks a unique
@@ -66,11 +67,11 @@ class _Statements:
         return sql
 
     def values(self, columns: tuple[str, ...], row: Mapping[str, Any]) -> tuple[Any, ...]:
-        out = []
-        for c in columns:
-            value, convert = row[c], self.convert[c]
-            out.append(value if convert is None else convert(value))
-        return tuple(out)
+        """``row``'s values of ``columns``, each converted by its column's processor."""
+        pairs = self._converters.get(columns)
+        if pairs is None:  # cached per column set, like the statement
+            pairs = self._converters[columns] = tuple((c, self.convert[c]) for c in columns)
+        return tuple([row[c] if f is None else f(row[c]) for c, f in pairs])
 
 
 def _fast(column_type: Any, convert: _Convert) -> _Convert:

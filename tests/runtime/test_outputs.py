@@ -56,6 +56,33 @@ def test_outputs_returned_with_the_results_are_ready_without_a_fetch() -> None:
     assert fetch.values() == {"vector": [0.5, 0.25], "echo": "q?"}
 
 
+class Returning(Holder):
+    """A Holder that also says which outputs it has at hand (as ``LocalExecutor`` does)."""
+
+    def __init__(self, returned: dict, held: dict) -> None:
+        super().__init__(returned, held)
+        self.futures = 0
+
+    def returned_output(self, run_id: str, node_id: str) -> dict | None:
+        return self.returned.get((run_id, node_id))
+
+    def fetch_output(self, run_id: str, node_id: str) -> concurrent.futures.Future:
+        self.futures += 1
+        return super().fetch_output(run_id, node_id)
+
+
+def test_an_output_at_hand_is_taken_without_a_future_and_a_held_one_still_fetched() -> None:
+    ex = Returning({("r", "embed"): {"vector": [0.5]}}, {})
+    fetch = OutputFetch(OUTPUTS, _stores(), ex)
+    assert fetch.ready and ex.futures == 0
+    assert fetch.values() == {"vector": [0.5], "echo": "q?"}
+    ex = Returning({}, {("r", "embed"): {"vector": [1.0]}})
+    fetch = OutputFetch(OUTPUTS, _stores(), ex)
+    assert not fetch.ready and ex.sent == [("r", "embed")]
+    ex.answer()
+    assert fetch.ready and fetch.values()["vector"] == [1.0]
+
+
 async def test_a_held_output_is_fetched_once_and_awaited() -> None:
     ex = Holder({}, {("r", "embed"): {"vector": [1.0]}})
     fetch = OutputFetch(OUTPUTS, _stores(), ex)
