@@ -10,6 +10,12 @@ Driven by callbacks, not a task waiting on a queue: a turn costs one scheduled c
 a task costs a future, a wake-up and a task step per instant (twice per short run, on the path
 of every synchronous caller).
 
+On a synchronous caller's way from a worker's result to the answer, the loop iterations are
+cut: the executor takes the turn as soon as it has read its pipes (``turn_now``), the
+``after_turn`` hooks start the commit the answer waits for in the same iteration, and
+bookkeeping that need not precede the answer (metrics, releases) is queued with ``later``
+behind the wake-ups of the callers answered.
+
 Everything runs on one event loop thread: ``put`` must be called from it (``put_threadsafe``
 from other threads). A record the core refuses (unknown workflow, duplicate request) fails that
 run only; the loop logs and goes on.
