@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -111,9 +111,7 @@ class SettleMixin:
         try:
             if committed.cancelled() or committed.exception() is not None:
                 raise RuntimeError(f"end not written: {committed}")
-            final = replace(live.record, status=finish.status, result=finish.result,
-                            error=finish.error, finished_at=finish.finished_at,
-                            started_at=finish.started_at)  # fmt: skip
+            final = ended(live.record, finish)
             self._remember(final)
         except Exception:  # the row stays open; the waiters still hear of the run
             log.exception("could not record the end of request %s", request_id)
@@ -142,6 +140,19 @@ class SettleMixin:
         self._recent[record.id] = record
         while len(self._recent) > RECENT_RUNS:
             self._recent.popitem(last=False)
+
+
+def ended(record: rec.RequestRecord, finish: FinishRequest) -> rec.RequestRecord:
+    """``record`` as ``finish`` leaves it. Built field by field: ``dataclasses.replace``
+    (which looks every field up by name first) cost half as much again, on every run's way."""
+    return rec.RequestRecord(
+        id=record.id, tenant_id=record.tenant_id, idempotency_key=record.idempotency_key,
+        body_hash=record.body_hash, workflow_name=record.workflow_name,
+        workflow_version=record.workflow_version, status=finish.status,
+        priority_class=record.priority_class, received_at=record.received_at,
+        started_at=finish.started_at, first_token_at=record.first_token_at,
+        finished_at=finish.finished_at, error=finish.error, result=finish.result,
+    )  # fmt: skip
 
 
 async def until_ended(live: LiveRun, timeout_s: float) -> None:

@@ -186,3 +186,18 @@ def world_url(tmp_path, _sqlite_template):
     shutil.copyfile(_sqlite_template, path)
     url = f"sqlite:///{path}"
     return url, build_world(make_session_factory(make_engine(url))).tenant
+
+
+def test_ended_is_the_record_replaced_by_its_end_field_for_field() -> None:
+    from dataclasses import fields, replace
+
+    from control.services.inference_settle import ended
+    from control.store import records as rec
+
+    later = T0 + timedelta(seconds=1)
+    record = rec.RequestRecord(**{f.name: f"v-{f.name}" for f in fields(rec.RequestRecord)})
+    finish = FinishRequest("r", "succeeded", later, {"out": 1}, "none", T0, later)
+    assert ended(record, finish) == replace(
+        record, status="succeeded", result={"out": 1}, error="none", finished_at=later,
+        started_at=T0,
+    )  # fmt: skip
