@@ -7,6 +7,7 @@ server default, so this package never reads the wall clock itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,15 @@ NAMING_CONVENTION: dict[str, str] = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+def _utc_text(value: datetime) -> str:
+    """A UTC datetime as SQLite's DATETIME stores it (the year zero-padded to four digits,
+    always six digits of microseconds; the offset dropped)."""
+    return value.isoformat(" ", "microseconds")[:26]
+
+
+_PROBE = datetime(987, 6, 5, 4, 3, 2, tzinfo=UTC)  # short year, no microseconds
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -44,6 +54,24 @@ class UtcDateTime(TypeDecorator[datetime]):
             raise ValueError(f"naive datetime {value!r}: pass a timezone-aware UTC datetime")
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        """The composed processor, except where it stores text (SQLite): a UTC ``datetime``
+        (every row timestamp the services write) is then turned into that text directly,
+        ``YYYY-MM-DD HH:MM:SS.ffffff``, at half the cost of the composed ``astimezone``,
+        ``replace`` and ``%`` format (a run's rows carry four timestamps, on the way of every
+        synchronous call). Used only when the composed processor writes that very text for a
+        probe; anything else (another zone, a naive value, None) goes through it unchanged."""
+        process = super().bind_processor(dialect)
+        if process is None or process(_PROBE) != _utc_text(_PROBE):
+            return process
+
+        def bind(value: Any) -> Any:
+            if type(value) is datetime and value.tzinfo is UTC:
+                return _utc_text(value)
+            return process(value)
+
+        return bind
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:

@@ -19,8 +19,6 @@ session path, so outcomes and error types are the session path's in every unusua
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from sqlalchemy import Table
@@ -36,7 +34,6 @@ from control.services.run_records import (
     request_row,
 )
 from control.store import lifecycle
-from db.base import UtcDateTime
 
 _Convert = Callable[[Any], Any] | None
 
@@ -48,8 +45,7 @@ class _Statements:
         self.table = table
         self.quote = dialect.identifier_preparer.quote
         self.convert: dict[str, _Convert] = {
-            c.name: _fast(c.type, c.type.dialect_impl(dialect).bind_processor(dialect))
-            for c in table.columns
+            c.name: c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.columns
         }
         self._inserts: dict[tuple[str, ...], str] = {}
         self._converters: dict[tuple[str, ...], tuple[tuple[str, _Convert], ...]] = {}
@@ -72,25 +68,6 @@ class _Statements:
         if pairs is None:  # cached per column set, like the statement
             pairs = self._converters[columns] = tuple((c, self.convert[c]) for c in columns)
         return tuple([row[c] if f is None else f(row[c]) for c, f in pairs])
-
-
-def _fast(column_type: Any, convert: _Convert) -> _Convert:
-    """``convert``, or for a ``UtcDateTime`` column one that stores the same text faster."""
-    if convert is None or not isinstance(column_type, UtcDateTime):
-        return convert
-    return partial(_utc_text, convert)
-
-
-def _utc_text(convert: Callable[[Any], Any], value: Any) -> Any:
-    """What ``UtcDateTime``'s SQLite bind processor stores for ``value``
-    (``YYYY-MM-DD HH:MM:SS.ffffff`` of its UTC time), by ``isoformat`` when it is a UTC
-    ``datetime`` (the usual row timestamp); anything else goes through ``convert`` itself.
-    Why: its ``astimezone``, ``replace`` and ``%`` format of a dict of the fields took twice
-    the time, and a run's rows carry four timestamps."""
-    if type(value) is datetime and value.tzinfo is UTC:
-        # always 26 characters (the year is zero-padded to 4), then the offset, dropped
-        return value.isoformat(" ", "microseconds")[:26]
-    return convert(value)
 
 
 class SqliteRunRecords:

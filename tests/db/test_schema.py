@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from setuptools import find_packages
 from sqlalchemy import Integer
+from sqlalchemy.dialects import postgresql, sqlite
 
 import db.models  # noqa: F401
 from db.base import Base, UtcDateTime
@@ -56,3 +58,38 @@ def test_the_migrations_ship_inside_the_package() -> None:
 def test_alembic_ini_holds_no_database_url() -> None:
     ini = (ROOT / "db" / "alembic.ini").read_text()
     assert "sqlalchemy.url" not in ini
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 11, 30, 18, 5, 7, 123456, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),  # no microseconds: still six digits
+        datetime(987, 6, 5, 4, 3, 2, 1, tzinfo=UTC),  # a year of three digits
+        datetime(2026, 11, 30, 20, 5, 7, 42, tzinfo=timezone(timedelta(hours=2))),
+        None,
+    ],
+)
+def test_utc_timestamps_bind_on_sqlite_as_the_composed_processor_does(value) -> None:
+    """UtcDateTime's direct text for UTC datetimes on SQLite is exactly what the composed
+    processor (zone conversion, then SQLite's DATETIME format) stores."""
+    dialect = sqlite.dialect()
+    column_type = UtcDateTime().dialect_impl(dialect)  # as statements use it
+    composed = super(UtcDateTime, column_type).bind_processor(dialect)
+    assert composed is not None and isinstance(composed(datetime.now(UTC)), str)
+    assert column_type.bind_processor(dialect)(value) == composed(value)
+
+
+def test_utc_timestamps_keep_the_composed_processor_off_sqlite() -> None:
+    """Where the composed processor does not write SQLite's text, it is used as it is."""
+    dialect = postgresql.dialect()
+    column_type = UtcDateTime().dialect_impl(dialect)
+    value = datetime(2026, 11, 30, 18, 5, 7, tzinfo=UTC)
+    processor = column_type.bind_processor(dialect)
+    assert processor is None or processor(value) == value
+
+
+def test_utc_timestamps_refuse_naive_values_on_sqlite_too() -> None:
+    with pytest.raises(ValueError, match="naive datetime"):
+        dialect = sqlite.dialect()
+        UtcDateTime().dialect_impl(dialect).bind_processor(dialect)(datetime(2026, 1, 1))
