@@ -31,31 +31,23 @@ class Cancelled:
 
 class Inbox:
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: deque[tuple] = deque()
 
     def put(self, msg: tuple) -> None:
-        with self._cond:
+        with self._lock:
             self._queue.append(msg)
-            self._cond.notify()
-
-    def get(self, timeout: float) -> tuple | None:
-        """The oldest message, waiting up to ``timeout`` seconds; None when none came."""
-        with self._cond:
-            if not self._queue:
-                self._cond.wait(timeout)
-            return self._queue.popleft() if self._queue else None
 
     def pop(self) -> tuple | None:
         """The oldest message, taken out, or None when none is queued; never waits."""
-        with self._cond:
+        with self._lock:
             return self._queue.popleft() if self._queue else None
 
     def take_if(self, accept: Callable[[tuple], bool]) -> tuple | None:
         """The oldest message, taken out, if ``accept(message)``; else None (and nothing is
         taken). Never waits and never skips a message: whatever waits behind a message that is
         not accepted stays behind it."""
-        with self._cond:
+        with self._lock:
             if self._queue and accept(self._queue[0]):
                 return self._queue.popleft()
             return None
@@ -68,7 +60,7 @@ class Inbox:
         """
         wanted = set(keys)
         taken: list[Cancelled] = []
-        with self._cond:
+        with self._lock:
             kept: deque[tuple] = deque()
             for msg in self._queue:
                 if msg[0] != "batch" or not wanted & {i.idempotency_key for i in msg[1].items}:

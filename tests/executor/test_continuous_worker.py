@@ -97,7 +97,7 @@ def test_a_batch_arriving_mid_decode_joins_and_reports_first(worker, model_cache
     )
     # B's clock started when it joined, after A's, and stopped before A's
     assert rb.first_token_ms <= rb.device_ms < ra.device_ms
-    assert not worker.busy and worker.inbox.get(0) is None
+    assert not worker.busy and worker.inbox.pop() is None
 
 
 def test_only_a_batch_the_executor_did_not_time_is_announced(worker):
@@ -125,9 +125,9 @@ def test_joining_stops_at_the_first_message_that_cannot_join(worker):
                                    ("results", "B")]  # fmt: skip
     worker._cancel(["D-k"])
     assert worker.conn.sent[-1][:2] == ("cancelled", "D")
-    assert worker.inbox.get(0) == ("batch", other, {})
-    assert worker.inbox.get(0) == ("release", "run-x")
-    assert worker.inbox.get(0) is None
+    assert worker.inbox.pop() == ("batch", other, {})
+    assert worker.inbox.pop() == ("release", "run-x")
+    assert worker.inbox.pop() is None
 
 
 def test_a_running_loop_of_another_replica_takes_nothing(worker):
@@ -136,7 +136,7 @@ def test_a_running_loop_of_another_replica_takes_nothing(worker):
     worker.inbox.put(("batch", waiting, {}))
     worker.on_batch(first, {})  # noop runs one batch at a time: nothing joins it
     assert worker.conn.kinds() == [("started", "N"), ("results", "N")]
-    assert worker.inbox.get(0) == ("batch", waiting, {})
+    assert worker.inbox.pop() == ("batch", waiting, {})
 
 
 def test_a_joiner_without_runnable_items_is_reported_at_once(worker):

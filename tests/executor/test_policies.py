@@ -131,7 +131,7 @@ def test_inbox_cancel_takes_exactly_the_named_queued_items(batches, cancel):
     taken = inbox.cancel(wanted)
     taken_keys = [it.idempotency_key for c in taken for it in c.items]
     queued = []
-    while (msg := inbox.get(0)) is not None:
+    while (msg := inbox.pop()) is not None:
         queued.append(msg)
     assert queued[0] == ("load", "x")  # other messages keep their place
     left = [it.idempotency_key for m in queued[1:] for it in m[1].items]
