@@ -154,15 +154,20 @@ class Worker(BatchMixin):
             self.loads.put(None)
 
     def _next(self) -> tuple | None:
-        """The oldest queued message, else the next one from the pipe (waiting for it, the
-        worker being idle); None for a ``cancel`` (handled here). Raises EOFError or OSError
-        when the pipe closes."""
+        """The oldest queued message, else the next one from the pipe (waiting for it at most
+        a heartbeat interval, the worker being idle); None for a ``cancel`` (handled here) or
+        when nothing came: the serve loop then installs models the loader finished (a load
+        that ends while the worker idles must reach the heartbeats' replica list and memory
+        figure without waiting for the next message) and checks ``running``. Raises EOFError
+        or OSError when the pipe closes."""
         msg = self.inbox.pop()
         if msg is not None:
             return msg
         with self.reading:
             msg = self.inbox.pop()  # the heartbeat thread may have queued some meanwhile
             if msg is None:
+                if not self._poller.poll(self.config.heartbeat_s * 1000):
+                    return None
                 msg = self.conn.recv()
         if msg[0] == "cancel":
             self._cancel(msg[1])
