@@ -17,12 +17,18 @@ Per model:
   the SLO; ``served_vs_burst_ceiling`` is the ratio against it. ``batch1_throughput`` is the
   burst figure at batch size 1.
 * served: open-loop Poisson arrivals of one-step runs at increasing rates (fractions of the
-  first sustained window) for ``--seconds`` each. A load level's ``throughput`` is the rate it carried: runs
-  completed divided by the arrival window (the goodput definition of DistServe: a level counts
-  only when every run succeeded and p99 latency, submit -> result, is within the stated SLO;
-  an overloaded level shows as growing latency, so the window must be several batch times
-  long). The old figure divided by the window PLUS the drain after the last arrival, which
-  charged every level its own latency once more and understated short windows badly.
+  first sustained window), each level over a window of ``--seconds`` or ``LEVEL_BATCHES``
+  full batches at the burst rate, whichever is longer (SmolLM2's batches take ~2.5 s: 20 s would
+  be eight batches, and a level's figure would move by a whole batch's worth). The arrival count
+  is exact (a Poisson process given its count), so the offered rate is the rate asked for. A
+  load level's ``throughput`` is the rate it carried: its runs over the window plus whatever
+  backlog it left (the drain beyond the level's shortest latency), so an overloaded level is
+  charged its backlog and one that kept up about one batch (see ``timed_load``). A level counts only
+  when every run succeeded and p99 latency, submit -> result, is within the stated SLO (the
+  goodput definition of DistServe). Earlier versions divided by the window alone (an overloaded
+  level whose backlog still fitted in a lenient SLO then read above the device's capacity:
+  SmolLM2 "served" 1.29 x its ceiling) or by the window plus the whole drain (which charged
+  every level its own latency once more).
   After the grid (``FRACTIONS``) two probes bisect between the best qualifying level and the
   next one up (or go 0.1 higher when every level qualified), so the figure is not capped by
   the grid's step.
@@ -103,6 +109,8 @@ FRACTIONS = (0.6, 0.75, 0.85, 0.95, 1.05)
 #: under-reads the served throughput by up to its step: the highest rate within the SLO lies
 #: somewhere between the last level that met it and the first that did not).
 REFINE_PROBES = 2
+#: A load level lasts at least this many full batches at the burst rate (see the module doc).
+LEVEL_BATCHES = 24
 #: Length of one sustained ceiling window (seconds; two batches of the model at least).
 CEILING_WINDOW_S = 5.0
 
@@ -252,7 +260,20 @@ async def ceiling_window(window: Callable[[], float]) -> float:
 
 
 async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, seconds: float) -> dict:
-    """Open-loop Poisson arrivals at ``rate`` for ``seconds``; latency of every run."""
+    """Open-loop Poisson arrivals at ``rate`` over a window of ``seconds``; latency of every run.
+
+    The arrivals are a Poisson process conditioned on its count: exactly ``round(rate x
+    seconds)`` runs at sorted uniform instants of the window (the same law as exponential gaps
+    given the count), so the offered rate is exact and a level is not lucky or unlucky in how
+    many runs it drew (at 6 items/s for 20 s the count alone varies by +-9%).
+
+    ``throughput`` is the rate the level carried: the runs completed over the window plus the
+    backlog it left, i.e. the drain after the window beyond the shortest latency of the level
+    (a run that waited for nothing: the batching delay and one batch). An overloaded level is
+    charged the time its backlog took, so its throughput is what the device really did, however
+    lenient the SLO is against the window; a level the stack kept up with is charged the queue
+    its last run met (about one batch: a few percent of the window, an understatement).
+    """
     rng = random.Random(int(rate * 1000))
     lat: list[float] = []
     ends: list[float] = []  # when each run's result arrived
@@ -260,8 +281,9 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
     failed = 0
     tasks = []
     ahead0 = rt.snapshot().counters.get("batching.sent_ahead", 0)
+    count = max(1, round(rate * seconds))
+    offsets = sorted(rng.uniform(0.0, seconds) for _ in range(count))
     t0 = monotonic()
-    due, n = t0, 0
 
     async def one(req: Request, serial: int) -> None:
         nonlocal failed
@@ -277,26 +299,27 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
         else:
             failed += 1
 
-    while due - t0 < seconds:
-        await asyncio.sleep(max(0.0, due - monotonic()))
+    for n, offset in enumerate(offsets):
+        await asyncio.sleep(max(0.0, t0 + offset - monotonic()))
         req = Request(f"{name}-{rate:.3f}-{n}", "bench", name, prompt_tokens=PROMPT_TOKENS,
                       max_output_tokens=case["params"].get("max_tokens", 0))  # fmt: skip
         tasks.append(asyncio.ensure_future(one(req, n)))
-        n += 1
-        due += rng.expovariate(rate)
+    await asyncio.sleep(max(0.0, t0 + seconds - monotonic()))
     window = monotonic() - t0
     await asyncio.gather(*tasks)
     drained = monotonic() - t0 - window
-    sent_ahead = rt.snapshot().counters.get("batching.sent_ahead", 0) - ahead0
     lat.sort()
+    unqueued = lat[0] if lat else 0.0
+    carried = len(lat) / (window + max(0.0, drained - unqueued))
+    sent_ahead = rt.snapshot().counters.get("batching.sent_ahead", 0) - ahead0
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("inf")
     sizes = [size for size, _ in batches.values()]
     per_batch = sorted(ms for _, ms in batches.values())
     busy_s = sum(per_batch) / 1000.0
     ends.sort()
     gap_ms = max((b - a for a, b in itertools.pairwise(ends)), default=0.0) * 1000.0
-    return {"offered_rate": round(rate, 2), "arrivals": n, "completed": len(lat),
-            "failed": failed, "throughput": round(len(lat) / window, 2),
+    return {"offered_rate": round(rate, 2), "arrivals": count, "completed": len(lat),
+            "failed": failed, "throughput": round(carried, 2),
             "p50_s": round(lat[len(lat) // 2], 3) if lat else None, "p99_s": round(p99, 3),
             "drain_s": round(drained, 2), "batches": len(sizes),
             "batch_size_mean": round(sum(sizes) / max(1, len(sizes)), 1),
@@ -306,6 +329,7 @@ async def timed_load(rt: LiveRuntime, name: str, case: dict, rate: float, second
             # no run ended (a gap far beyond any batch: the driver or the host stood still)
             "batch_device_ms_max": round(per_batch[-1], 1) if per_batch else None,
             "max_completion_gap_ms": round(gap_ms, 1),
+            "latency_min_s": round(unqueued, 3),
             "latency_max_s": round(lat[-1], 3) if lat else None,
             # joined batches overlap on the device: their sum is no busy share
             "device_busy_share": None if case.get("continuous") else
@@ -369,10 +393,11 @@ async def bench(seconds: float, only: list[str] | None = None) -> dict:
         # would set it from ``legato profile``: on a CPU a bigger batch can be SLOWER per item
         # (MiniLM here: 8 beats 32), and the core fills batches up to the cap under load.
         size = max(rates, key=rates.get)
+        level_s = max(seconds, LEVEL_BATCHES * size / top)
         # the SLO as known before the served levels steers the bisection; the verdict below
         # uses the final one (a higher burst ceiling after can only tighten it)
         rows, windows = await served(
-            name, case, rates, seconds, size, slo_of(case, size, top),
+            name, case, rates, level_s, size, slo_of(case, size, top),
             lambda: direct.sustained(size, CEILING_WINDOW_S),  # noqa: B023 - used at once
         )  # fmt: skip
         after = burst_pinned(direct, cores)
@@ -382,6 +407,7 @@ async def bench(seconds: float, only: list[str] | None = None) -> dict:
         ceiling = sorted(windows)[len(windows) // 2]
         out[name] = {
             "slo_p99_s": round(slo, 2),
+            "level_seconds": round(level_s, 1),
             "slo_rule": f"p99 <= max({case['quiet_slo_s']} s, {SLO_BATCHES} x one burst batch)",
             "served_throughput": best,
             "ceiling_throughput": round(ceiling, 2),
