@@ -20,6 +20,7 @@ timed from its own start (its join) against its own deadline.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 from control.executor.base import Batch, DeviceInfo, RunningBatch, WorkerStatus
 from control.executor.sender import PipeSender
 from control.executor.worker import WorkerConfig, worker_main
+
+log = logging.getLogger(__name__)
 
 _CTX = mp.get_context("spawn")
 
@@ -165,6 +168,11 @@ class WorkerHandle:
             self.sender.close(flush_timeout_s=timeout_s)
         if self.process is not None:
             self.process.join(timeout=timeout_s)
+            code = self.process.exitcode
+            if code:  # asked to stop, it should end cleanly: say so when it did not
+                log.warning(
+                    "worker %s ended with exit code %s after stop", self.device.device_id, code
+                )
         self.kill()
 
     def status(self, now: float) -> WorkerStatus:

@@ -137,8 +137,10 @@ class Worker(BatchMixin):
         self._poller = select.poll()
         self._poller.register(self.conn.fileno(), select.POLLIN)
         self.heartbeat()
-        for target, name in ((self._loader, "loader"), (self._beat, "heartbeat")):
-            threading.Thread(target=target, name=name, daemon=True).start()
+        helpers = [threading.Thread(target=target, name=name, daemon=True)
+                   for target, name in ((self._loader, "loader"), (self._beat, "heartbeat"))]  # fmt: skip
+        for thread in helpers:
+            thread.start()
         try:
             while self.running:
                 msg = self._next()
@@ -152,6 +154,10 @@ class Worker(BatchMixin):
         finally:
             self.stopped.set()
             self.loads.put(None)
+            # The helpers end before the interpreter does: a daemon thread still alive at
+            # shutdown is torn down inside native code and aborts the process (SIGABRT).
+            for thread in helpers:
+                thread.join(timeout=5.0)
 
     def _next(self) -> tuple | None:
         """The oldest queued message, else the next one from the pipe (waiting for it at most

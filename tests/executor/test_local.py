@@ -299,3 +299,17 @@ async def test_events_async_iterator_delivers_completions(ex):
         event = await asyncio.wait_for(anext(stream), 10)
     assert event.result.ok
     await stream.aclose()
+
+
+def test_a_stopped_worker_ends_cleanly_after_loading_a_model(model_cache, caplog):
+    """A worker told to stop ends with exit code 0 even with a model loaded. Its helper threads
+    used to be left running into interpreter shutdown, which aborted the process (SIGABRT,
+    "terminate called without an active exception") on every stop after a load."""
+    executor = make_executor(model_cache, cpu_slots=1)
+    try:
+        load(executor, "r-bert", BERT, "cpu:0")
+        process = executor._workers["cpu:0"].process
+    finally:
+        executor.stop()
+    assert process.exitcode == 0
+    assert "after stop" not in caplog.text
