@@ -65,6 +65,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from control.api.live import serving_core_config  # noqa: E402
+from control.clock import monotonic, perf_counter  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
@@ -72,7 +73,6 @@ from control.core.latency import LatencyRow, TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
 from control.executor.base import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
 from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
-from control.runtime.clock import monotonic, perf_counter  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402

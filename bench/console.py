@@ -22,7 +22,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from control.runtime.clock import perf_counter  # noqa: E402
+from control.clock import perf_counter  # noqa: E402
 from tests.app import browser as b  # noqa: E402
 
 DEMO_TENANTS = 3

@@ -25,13 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control.clock import perf_counter, process_time  # noqa: E402
 from control.core.actions import Dispatch  # noqa: E402
 from control.core.assembly import CoreBlueprint, build_core  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.events import ReplicaLoaded  # noqa: E402
 from control.core.tenancy.base import TenancyConfig, TenantSpec  # noqa: E402
 from control.core.types import BatchResult, DeviceSpec, ModelSpec, Request, StepResult  # noqa: E402
-from control.runtime.clock import perf_counter, process_time  # noqa: E402
 from tests.support.builders import latency, single  # noqa: E402
 
 REFERENCE_REPLICAS = 64

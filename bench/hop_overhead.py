@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control.clock import perf_counter  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
 from control.core.context import CoreConfig  # noqa: E402
@@ -33,7 +34,6 @@ from control.core.latency import TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
 from control.executor.base import DeviceInfo, ModelRef  # noqa: E402
 from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
-from control.runtime.clock import perf_counter  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402

@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control.clock import perf_counter, process_time  # noqa: E402
 from control.core.placement import (  # noqa: E402
     ClusterSnapshot,
     Demand,
@@ -44,7 +45,6 @@ from control.core.placement import (  # noqa: E402
 from control.core.placement.cold_pool import ColdPoolConfig  # noqa: E402
 from control.core.placement.planner import PlannerConfig  # noqa: E402
 from control.core.types import DeviceSpec, ModelSpec  # noqa: E402
-from control.runtime.clock import perf_counter, process_time  # noqa: E402
 
 NODES, PER_NODE, N_MODELS, PIPELINES, RUNS = 125, 8, 200, 60, 5
 SATURATION_RATE_FACTOR = 20.0  # 40x the shipped rate: ~16 req/s offered, > 3x either capacity

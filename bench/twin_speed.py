@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from control import native  # noqa: E402
-from control.runtime.clock import perf_counter, process_time  # noqa: E402
+from control.clock import perf_counter, process_time  # noqa: E402
 from sim.runner import SeedRun, prepare_seed, run_seed  # noqa: E402
 from sim.scenario import Scenario  # noqa: E402
 from sim.scenario_io import scenario_from_dict  # noqa: E402

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from control.clock import perf_counter
 from control.native import GROUP, MANIFEST, NATIVE_DIR, ROOT, StaleBuild, check, source_digest
-from control.runtime.clock import perf_counter
 
 #: Twin modules compiled with the core: the simulated executor and the recorder. The driver
 #: (``sim/driver.py``) stays interpreted: tests drive it with stand-in cores and executors,

@@ -1,7 +1,7 @@
 """Declarative base, naming convention and column types shared by every table.
 
 ``db`` imports nothing else of Legato's: row timestamps come either from the caller (services
-read ``control.runtime.clock.utcnow`` and pass it in) or from the database's own ``now()`` as a
+read ``control.clock.utcnow`` and pass it in) or from the database's own ``now()`` as a
 server default, so this package never reads the wall clock itself.
 """
 

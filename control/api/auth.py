@@ -23,7 +23,7 @@ from starlette.requests import HTTPConnection
 
 from control.api.errors import ApiError
 from control.api.state import Gateway, gateway
-from control.runtime.clock import monotonic
+from control.clock import monotonic
 
 log = logging.getLogger(__name__)
 

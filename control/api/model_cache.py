@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from starlette.concurrency import run_in_threadpool
 
-from control.runtime.clock import monotonic
+from control.clock import monotonic
 from control.store.records import ModelRecord
 
 

@@ -148,8 +148,8 @@ async def _loadgen(url: str, config: Any, tenants: list[str], weights: Any, keys
     from rich.console import Console
     from rich.progress import Progress
 
+    from control.clock import monotonic
     from control.config import get_settings
-    from control.runtime.clock import monotonic
     from control.services import loadgen as lg
 
     calls = lg.plan_calls(config, lg.arrivals(config, tenants, weights))

@@ -23,8 +23,8 @@ from typing import Annotated
 import httpx
 import typer
 
+from control.clock import monotonic
 from control.config import Settings, get_settings
-from control.runtime.clock import monotonic
 from control.services import demo_fleet
 
 SECRET_FILES = {"LEGATO_ADMIN_TOKEN": "admin_token", "LEGATO_KEY_PEPPER": "key_pepper"}

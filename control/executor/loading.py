@@ -12,10 +12,10 @@ from __future__ import annotations
 import concurrent.futures
 from pathlib import Path
 
+from control import clock
 from control.executor.base import ExecutorError, LoadReport, ModelRef, ReplicaEvicted
 from control.executor.config import _PendingLoad, estimate_mib
 from control.executor.supervisor import WorkerHandle
-from control.runtime import clock
 
 
 class LoadingMixin:

@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from control import clock
 from control.executor.attach import AttachMixin
 from control.executor.base import (
     BreakerChanged,
@@ -52,7 +53,6 @@ from control.executor.pump import PumpMixin
 from control.executor.supervisor import WorkerHandle
 from control.executor.watch import WatchMixin
 from control.executor.worker import WorkerConfig
-from control.runtime import clock
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from control import clock
 from control.executor import sources
 from control.executor.adapters.base import PreparedItem
 from control.executor.base import BatchItem, GenParams, ModelRef, StepKey
-from control.runtime import clock
 
 _FILLER = "the model measures latency of batches of tokens on this device "
 

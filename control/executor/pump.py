@@ -14,6 +14,7 @@ import logging
 import pickle
 from dataclasses import replace
 
+from control import clock
 from control.executor.base import (
     Batch,
     InputRef,
@@ -22,7 +23,6 @@ from control.executor.base import (
 )
 from control.executor.config import _ParkedBatch
 from control.executor.supervisor import batch_deadline_s
-from control.runtime import clock
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import logging
 import multiprocessing.connection
 import select
 
+from control import clock
 from control.executor.base import LoadReport, WorkerDown
-from control.runtime import clock
 
 log = logging.getLogger(__name__)
 

@@ -55,12 +55,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from control import clock
 from control.executor import transfer
 from control.executor.base import DeviceInfo, ModelRef
 from control.executor.heap import freeze_heap, thaw_heap
 from control.executor.inbox import Inbox
 from control.executor.worker_batches import BatchMixin
-from control.runtime import clock
 
 log = logging.getLogger(__name__)
 

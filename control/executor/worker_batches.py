@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from control import clock
 from control.executor import transfer
 from control.executor.base import Batch, InputRef, ItemResult
-from control.runtime import clock
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from control import clock
 from control.core.actions import (
     Dispatch,
     DrainReplica,
@@ -43,7 +44,7 @@ from control.core.actions import (
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.core.types import StepResult
 from control.executor.base import Batch, Executor, ExecutorError, ModelRef
-from control.runtime import clock, mapping
+from control.runtime import mapping
 from control.runtime.completions import Completions, call_now
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.outputs import OutputFetch
@@ -146,12 +147,14 @@ class Actuator:
         ready, fetching = [], []
         for item in d.items:
             if replica is None:
-                self._settle(pb, item, f"no {d.tool} replica serves {item.params.get('index')!r}")
+                self._fail_item(
+                    pb, item, f"no {d.tool} replica serves {item.params.get('index')!r}"
+                )
                 continue
             try:
                 inputs = mapping.resolve_inputs(item, kind, self.stores)
             except (mapping.InputUnavailable, IndexError, TypeError) as err:
-                self._settle(pb, item, f"input unavailable: {err}")
+                self._fail_item(pb, item, f"input unavailable: {err}")
                 continue
             run = self.runs.get(item.request_id)
             sampling = run.sampling if run is not None else None
@@ -174,7 +177,10 @@ class Actuator:
                 return by_device[dev], dev
         return None, HOST
 
-    def _settle(self, pb: PendingBatch, item, error: str) -> None:  # noqa: ANN001
+    def _fail_item(self, pb: PendingBatch, item, error: str) -> None:  # noqa: ANN001
+        """Fail one item of a dispatched batch before it reaches the executor (no replica, an
+        input that cannot be resolved, a host tool refusing its input): its result goes to the
+        core like any other, so the step fails or retries now instead of timing out."""
         for rec in self.done.settle(pb.dispatch.batch_id, item.idempotency_key,
                                     failed_item(item, error), clock.monotonic()):  # fmt: skip
             self.put(rec)
@@ -200,7 +206,7 @@ class Actuator:
                 inputs = mapping.resolve_inputs(item, tool.name, self.stores)
                 out = tool.run(inputs, item.params)
             except (ToolInputError, mapping.InputUnavailable) as err:
-                self._settle(pb, item, str(err))
+                self._fail_item(pb, item, str(err))
                 continue
             device_ms = (clock.perf_counter() - started) * 1000.0
             node = mapping.exec_node(item.node_id, item.chunk)
@@ -307,24 +313,24 @@ class Actuator:
         """Settle the run now when its outputs are at hand (the common case: a worker's output
         came back with its result); otherwise once the fetches from its workers return."""
         if a.status != "succeeded":
-            return self._settle(a, {}, a.error)
+            return self._settle_run(a, {}, a.error)
         try:
             fetch = OutputFetch(a.outputs, self.stores, self.ex)
             outputs = fetch.values() if fetch.ready else None
         except Exception as err:  # an output lost with its worker: the run fails, loop lives
-            return self._settle(a, {}, f"output unavailable: {err}")
+            return self._settle_run(a, {}, f"output unavailable: {err}")
         if outputs is None:
             return self.spawn(self._settle_later(a, fetch))
-        self._settle(a, outputs, a.error)
+        self._settle_run(a, outputs, a.error)
 
     async def _settle_later(self, a: RunFinished, fetch: OutputFetch) -> None:
         try:
             outputs, error = await fetch.wait(), a.error
         except Exception as err:
             outputs, error = {}, f"output unavailable: {err}"
-        self._settle(a, outputs, error)
+        self._settle_run(a, outputs, error)
 
-    def _settle(self, a: RunFinished, outputs: dict[str, Any], error: str | None) -> None:
+    def _settle_run(self, a: RunFinished, outputs: dict[str, Any], error: str | None) -> None:
         """Release everything the run held and resolve its handle (its end reaches the caller)."""
         run = self.runs.pop(a.request_id, None)
         status = a.status if error is None or a.status != "succeeded" else "failed"

@@ -28,9 +28,9 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+from control import clock
 from control.core.engine import ControlCore
 from control.core.errors import DuplicateRequestError, UnknownWorkflowError
-from control.runtime import clock
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.metrics import RuntimeMetrics

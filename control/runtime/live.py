@@ -18,12 +18,12 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from control import clock
 from control.core.assembly import CoreBlueprint, build_core
 from control.core.events import DeviceUp
 from control.core.latency import LatencyModel
 from control.executor.base import Executor, ModelRef
 from control.executor.heap import freeze_startup_heap
-from control.runtime import clock
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.driver import Driver

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.runtime.clock import utcnow
+from control.clock import utcnow
 from control.services.analysis import TraceService, WhatIfService
 from control.services.api_keys import ApiKeyService
 from control.services.audit import AuditService

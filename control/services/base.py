@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.runtime.clock import utcnow
+from control.clock import utcnow
 from control.services.audit import jsonable, write_audit
 from control.services.errors import (
     Conflict,

@@ -33,8 +33,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.clock import monotonic, utcnow
 from control.core.types import Request
-from control.runtime.clock import monotonic, utcnow
 from control.runtime.types import RunRequest, UsageRecord
 from control.services import Services
 from control.services.errors import UnknownReference

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
-from control.runtime.clock import monotonic, utcnow
+from control.clock import monotonic, utcnow
 from control.runtime.types import RunHandle, RunResult, StreamDelta
 from control.services.run_records import TERMINAL, AcceptRequest, BillStep, FinishRequest
 from control.services.run_results import RunTrace, device_ms, result_body

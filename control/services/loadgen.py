@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from control.runtime.clock import monotonic
+from control.clock import monotonic
 from sim.traces.azure import read_azure_csv
 from sim.traces.mooncake import read_mooncake_jsonl
 from sim.traces.records import TraceRequest, assign_tenants, limit, scale_time, shipped_trace_path

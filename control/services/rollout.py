@@ -31,9 +31,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.clock import utcnow
 from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged, RollbackRequested
-from control.runtime.clock import utcnow
 from control.services.audit import jsonable, write_audit
 from control.services.errors import Conflict, NotFound
 from control.services.fleet_state import load_fleet_state, model_key

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.runtime.clock import utcnow
+from control.clock import utcnow
 from control.services import rules as r
 from control.services.base import CrudService
 from control.services.errors import ValidationError

@@ -43,7 +43,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.runtime.clock import perf_counter
+from control.clock import perf_counter
 from db.session import SQLITE_BUSY_TIMEOUT_MS, is_sqlite_file, session_scope
 
 log = logging.getLogger(__name__)

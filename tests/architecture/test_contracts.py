@@ -63,7 +63,7 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ):
         (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
         (tmp_path / pkg / "__init__.py").write_text("")
-    for mod in ("control/cli.py", "control/config.py", "control/runtime/clock.py"):
+    for mod in ("control/cli.py", "control/config.py", "control/clock.py"):
         (tmp_path / mod).write_text("")
     for rel, text in files.items():
         (tmp_path / rel).write_text(textwrap.dedent(text))
@@ -77,6 +77,7 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     [
         ("control/core/leak.py", "import control.api\n", "decision core imports nothing"),
         ("control/core/io.py", "import sqlalchemy\n", "decision core imports nothing"),
+        ("control/core/timed.py", "from control import clock\n", "decision core imports nothing"),
         ("control/executor/up.py", "import control.services\n", "Dependencies point down"),
         ("app/page.py", "import db\n", "console talks to the control plane over HTTP"),
     ],
@@ -93,9 +94,7 @@ def test_import_contracts_fail_on_a_violation(
 
 def test_wall_clock_rule_fails_outside_clock_module(tmp_path: Path) -> None:
     reading = "import time\n\n\ndef now() -> float:\n    return time.monotonic()\n"
-    tree = _fake_tree(
-        tmp_path, {"control/core/sneaky.py": reading, "control/runtime/clock.py": reading}
-    )
+    tree = _fake_tree(tmp_path, {"control/core/sneaky.py": reading, "control/clock.py": reading})
     result = _run(
         [
             _tool("ruff"),

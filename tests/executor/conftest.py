@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from control import clock
 from control.executor import sources
 from control.executor.base import ItemCompleted
 from control.executor.local import ExecutorConfig, LocalExecutor
-from control.runtime import clock
 
 torch.set_num_threads(1)
 

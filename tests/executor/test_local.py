@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from control import clock
 from control.executor.base import (
     Batch,
     BatchItem,
@@ -20,7 +21,6 @@ from control.executor.base import (
     WorkerUp,
 )
 from control.executor.breaker import BreakerConfig
-from control.runtime import clock
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
 
 GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from control import clock
 from control.executor.base import (
     Batch,
     BatchItem,
@@ -23,7 +24,6 @@ from control.executor.config import ExecutorConfig
 from control.executor.local import LocalExecutor
 from control.executor.supervisor import WorkerHandle
 from control.executor.worker import WorkerConfig
-from control.runtime import clock
 
 HB = 0.5
 FLOOR_S = 5.0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import threading
 
+from control import clock
 from control.executor.sender import PipeSender, frame
-from control.runtime import clock
 
 
 def _pipe():

@@ -120,7 +120,7 @@ def model_cache(tmp_path_factory) -> Path:
     return cache
 
 
-def make_runtime(cache: Path, usage: list) -> LiveRuntime:
+def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS) -> LiveRuntime:  # noqa: ANN001
     devices = [DeviceInfo(f"cpu:{i}", "cpu", i, 512, i % 2) for i in range(2)]
     executor = LocalExecutor(
         ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False),
@@ -129,7 +129,7 @@ def make_runtime(cache: Path, usage: list) -> LiveRuntime:
     blueprint = CoreBlueprint(
         devices=device_specs(devices),
         models=MODELS,
-        workflows=WORKFLOWS,
+        workflows=workflows,
         tenancy=TenancyConfig(tenants=(TenantSpec("t1", 1),)),
         core_config=CoreConfig(batching_config=SizeDelayConfig(max_queue_delay_s=MAX_DELAY_S)),
     )

@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 from prometheus_client import generate_latest
 
-from control.runtime import clock
+from control import clock
 from tests.runtime.conftest import DOCS, MAX_DELAY_S, make_runtime, run_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -228,7 +228,7 @@ def test_replaying_the_twin_own_device_times_reproduces_it():
 
 
 def test_profile_leaves_the_worker_idle_between_batches():
-    from control.runtime import clock
+    from control import clock
 
     started = clock.monotonic()
     _, session = _profile(lambda size, tokens, _: 4.0)  # the fake spends no real time

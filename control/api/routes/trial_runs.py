@@ -18,7 +18,7 @@ from control.api.errors import ERROR_RESPONSES, ApiError
 from control.api.running import body_hash, raise_for_outcome, run_out, settled, start_run
 from control.api.schemas.inference import RunOut, WorkflowTrialCreate
 from control.api.state import gateway
-from control.runtime.clock import utcnow
+from control.clock import utcnow
 
 router = APIRouter(
     tags=["workflow"],

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from control import clock
 from control.executor.adapters.base import (
     InputError,
     ItemOutput,
@@ -27,7 +28,6 @@ from control.executor.adapters.base import (
 )
 from control.executor.adapters.encoders import EmbedAdapter
 from control.executor.router_rules import parse_router_rules, route_label
-from control.runtime import clock
 
 
 class VectorSearchAdapter:

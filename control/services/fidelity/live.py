@@ -34,8 +34,8 @@ import asyncio
 import os
 from dataclasses import replace
 
+from control import clock
 from control.core.latency import LatencyModel, TableLatencyModel
-from control.runtime import clock
 from control.services.fidelity.config import DEVICE_ID, MODEL_KEY, FidelityConfig
 from control.services.fidelity.priority import Priority, schedstat
 from control.services.fidelity.records import (

@@ -24,9 +24,9 @@ from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 
+from control import clock
 from control.core.latency import LatencyRow
 from control.core.types import Request
-from control.runtime import clock
 from control.runtime.metrics import RuntimeMetrics
 from control.services.fidelity.config import MODEL_KEY, FidelityConfig
 from control.services.fidelity.records import BatchSeen, Overheads, RequestSeen

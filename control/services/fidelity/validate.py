@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from control.runtime import clock
+from control import clock
 from control.services.fidelity.compare import (
     GOAL,
     compare_sides,
