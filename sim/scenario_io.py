@@ -25,6 +25,7 @@ from control.core.batching.registry import BATCHING
 from control.core.context import CoreConfig
 from control.core.dag.spec import dag_from_dict
 from control.core.latency import DecodeRow, LatencyRow, LoadRow
+from control.core.registry import PolicyRegistry
 from control.core.routing.registry import ROUTING
 from control.core.tenancy.base import HeadroomSpec, QuotaSpec, TenancyConfig, TenantSpec
 from control.core.tenancy.config import TenancyManagerConfig
@@ -123,12 +124,10 @@ def _latency(raw: Mapping[str, Any], accelerators: list[str]) -> LatencyTables:
     return LatencyTables(tuple(rows), tuple(decode), tuple(loads), tuple(sources))
 
 
-def _registered(section: str, registry: Mapping[str, Any], name: str, knobs: Any) -> object | None:
+def _registered(section: str, registry: PolicyRegistry, name: str, knobs: Any) -> object | None:
     if name not in registry:
-        raise ScenarioError(f"{section}: unknown strategy {name!r}; known {sorted(registry)}")
-    entry = registry[name]
-    config_type = entry[0] if isinstance(entry, tuple) else entry.config_type
-    return None if knobs is None else _build(section, config_type, knobs)
+        raise ScenarioError(f"{section}: unknown strategy {name!r}; known {registry.names()}")
+    return None if knobs is None else _build(section, registry.entry(name).config_type, knobs)
 
 
 def _core(raw: Mapping[str, Any]) -> CoreConfig:

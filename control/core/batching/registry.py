@@ -1,28 +1,28 @@
-"""Batching strategies by name. Add a strategy by adding an entry, never an elif."""
+"""Batching strategies by name (a :class:`~control.core.registry.PolicyRegistry`)."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 from control.core.batching.adaptive import AdaptiveBatching, AdaptiveConfig
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayBatching, SizeDelayConfig
+from control.core.registry import PolicyEntry, PolicyRegistry
 
-BATCHING: dict[str, tuple[type, Callable[[Any], BatchPolicy]]] = {
-    "size_delay": (SizeDelayConfig, SizeDelayBatching),
-    "adaptive": (AdaptiveConfig, AdaptiveBatching),
-}
+BATCHING: PolicyRegistry[BatchPolicy] = PolicyRegistry(
+    "batching strategy",
+    (
+        PolicyEntry(
+            "size_delay", SizeDelayConfig, SizeDelayBatching,
+            "a batch when it is full or its oldest item waited the max queue delay (default)",
+        ),
+        PolicyEntry(
+            "adaptive", AdaptiveConfig, AdaptiveBatching,
+            "max batch size learnt per model from observed latencies against an SLO",
+        ),
+    ),
+)  # fmt: skip
 
 
 def make_batching(name: str, config: object | None = None) -> BatchPolicy:
-    """Build the named strategy; ``config`` must be its config type (default config if None)."""
-    try:
-        config_type, factory = BATCHING[name]
-    except KeyError:
-        raise ValueError(f"unknown batching strategy {name!r}; known: {sorted(BATCHING)}") from None
-    if config is not None and not isinstance(config, config_type):
-        raise TypeError(
-            f"batching {name!r} needs a {config_type.__name__}, got {type(config).__name__}"
-        )
-    return factory(config)
+    """Build the named strategy; ``config`` must be its config type (default config if None).
+    Raises ValueError naming an unknown name, TypeError for a config of another type."""
+    return BATCHING.build(name, config)

@@ -1,4 +1,7 @@
-"""Placement policies by name. Add a policy by adding an entry, never an elif."""
+"""Placement policies by name (a :class:`~control.core.registry.PolicyRegistry`).
+
+A placement policy is stateless and takes its config per plan (``policy.plan(snapshot,
+demand, config)``), so each entry's factory returns the one policy object."""
 
 from __future__ import annotations
 
@@ -15,36 +18,43 @@ from control.core.placement.plan import PlacementPlan, PlanError
 from control.core.placement.planner import Planner
 from control.core.placement.spread import SpreadPlacement
 from control.core.placement.tensor_parallel import TensorParallelPlacement
+from control.core.registry import PolicyEntry, PolicyRegistry
 
-PLACEMENT: dict[str, PlacementPolicy] = {
-    p.name: p
-    for p in (
-        Planner(),
-        NaivePlacement(),
-        BestFitPlacement(),
-        ColocatePlacement(),
-        TensorParallelPlacement(),
-        SpreadPlacement(),
-        ColdPoolPlacement(),
-    )
-}
+
+def _entry(policy: PlacementPolicy, help_text: str) -> PolicyEntry[PlacementPolicy]:
+    return PolicyEntry(policy.name, policy.config_type, lambda _config: policy, help_text)
+
+
+PLACEMENT: PolicyRegistry[PlacementPolicy] = PolicyRegistry(
+    "placement policy",
+    (
+        _entry(Planner(), "replicas from demand, tensor-parallel groups, co-location, cold pool"),
+        _entry(NaivePlacement(), "each model on its own device, round-robin (baseline)"),
+        _entry(BestFitPlacement(), "memory bin-packing: the device with least room that fits"),
+        _entry(ColocatePlacement(), "workflow neighbours together, heaviest traffic first"),
+        _entry(
+            TensorParallelPlacement(),
+            "tensor-parallel groups first, within one interconnect domain",
+        ),
+        _entry(SpreadPlacement(), "replicas from demand, spread over nodes for availability"),
+        _entry(ColdPoolPlacement(), "devices kept out of hot placements for cold loads"),
+    ),
+    unknown_error=PlanError,
+    config_error=PlanError,
+)
 
 
 def make_placement(name: str) -> PlacementPolicy:
     """The named policy; raises PlanError naming an unknown one."""
-    try:
-        return PLACEMENT[name]
-    except KeyError:
-        raise PlanError(f"placement policy={name!r}: unknown; known {sorted(PLACEMENT)}") from None
+    return PLACEMENT.build(name)
 
 
 def plan_with(
     name: str, snapshot: ClusterSnapshot, demand: Demand, config: Any | None = None
 ) -> PlacementPlan:
-    """Plan with the named policy; ``config`` must be its ``config_type`` (None: defaults)."""
+    """Plan with the named policy; ``config`` must be its ``config_type`` (None: defaults).
+    Raises PlanError naming an unknown policy or a config of another type."""
     policy = make_placement(name)
-    if config is not None and not isinstance(config, policy.config_type):
-        raise PlanError(
-            f"placement {name!r} config={type(config).__name__}: needs a {policy.config_type.__name__}"
-        )
+    if config is not None:
+        PLACEMENT.config_for(name, config)
     return policy.plan(snapshot, demand, config)

@@ -1,29 +1,26 @@
-"""Routing strategies by name. Add a strategy by adding an entry, never an elif."""
+"""Routing strategies by name (a :class:`~control.core.registry.PolicyRegistry`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
+from control.core.registry import PolicyEntry, PolicyRegistry
 from control.core.routing.base import RoutingPolicy
 from control.core.routing.predicted_completion import (
     PredictedCompletionConfig,
     PredictedCompletionRouting,
 )
 
-ROUTING: dict[str, tuple[type, Callable[[Any], RoutingPolicy]]] = {
-    "predicted_completion": (PredictedCompletionConfig, PredictedCompletionRouting),
-}
+ROUTING: PolicyRegistry[RoutingPolicy] = PolicyRegistry(
+    "routing strategy",
+    (
+        PolicyEntry(
+            "predicted_completion", PredictedCompletionConfig, PredictedCompletionRouting,
+            "the replica predicted to finish the step first: queue, load, transfer, prefix hits",
+        ),
+    ),
+)  # fmt: skip
 
 
 def make_routing(name: str, config: object | None = None) -> RoutingPolicy:
-    """Build the named strategy; ``config`` must be its config type (default config if None)."""
-    try:
-        config_type, factory = ROUTING[name]
-    except KeyError:
-        raise ValueError(f"unknown routing strategy {name!r}; known: {sorted(ROUTING)}") from None
-    if config is not None and not isinstance(config, config_type):
-        raise TypeError(
-            f"routing {name!r} needs a {config_type.__name__}, got {type(config).__name__}"
-        )
-    return factory(config)
+    """Build the named strategy; ``config`` must be its config type (default config if None).
+    Raises ValueError naming an unknown name, TypeError for a config of another type."""
+    return ROUTING.build(name, config)
