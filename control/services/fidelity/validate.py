@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from control import clock
@@ -98,28 +98,40 @@ def _round_scenario(cfg: FidelityConfig, live: LiveOutcome, table) -> Scenario: 
     )
 
 
-def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
-    """Live session, twin, comparison (see the module docstring). Loads a real model and runs
-    for about a minute; returns the result as a JSON-ready dict."""
-    cfg = config or FidelityConfig()
-    started, load_before = clock.monotonic(), _load()
-    live = run_live(cfg)
-    tokens = {a.request.request_id: a.request.prompt_tokens for a in live.requests}
-    draws: list[dict[str, RequestSeen]] = []  # per draw, every round's requests
-    replayed: dict[str, float] = {}
-    ratios: dict[str, list[float]] = {"live": [], "twin": []}
-    for rnd in live.rounds:  # each round with the table measured around it
+@dataclass
+class _TwinRounds:
+    """The twin's side of every round: ``draws`` (per draw, every round's requests pooled),
+    ``replayed`` (end-to-end seconds of the twin given the live device times) and the measured
+    over predicted device-time ``ratios`` of each side's batches."""
+
+    draws: list[dict[str, RequestSeen]] = field(default_factory=list)
+    replayed: dict[str, float] = field(default_factory=dict)
+    ratios: dict[str, list[float]] = field(default_factory=lambda: {"live": [], "twin": []})
+
+
+def _replay_rounds(cfg: FidelityConfig, live: LiveOutcome, tokens: dict[str, int]) -> _TwinRounds:
+    """Each live round through the twin, with the table measured around that round."""
+    out = _TwinRounds()
+    for rnd in live.rounds:
         scenario = _round_scenario(cfg, live, rnd.table)
         runs = run_twin_pooled(scenario, rnd.requests, live.overheads, cfg.twin_draws)
-        draws.extend({} for _ in range(len(runs) - len(draws)))
+        out.draws.extend({} for _ in range(len(runs) - len(out.draws)))
         for k, run in enumerate(runs):
-            draws[k] |= run
+            out.draws[k] |= run
         device = {k: s.device_ms for k, s in rnd.seen.items()}
-        replayed |= run_twin_replayed(scenario, rnd.requests, live.overheads, device)
+        out.replayed |= run_twin_replayed(scenario, rnd.requests, live.overheads, device)
         model = scenario.latency.model()
-        ratios["live"] += device_ratios(rnd.seen, tokens, model)
-        ratios["twin"] += device_ratios(runs[0], tokens, model)
-    total = len(live.requests)
+        out.ratios["live"] += device_ratios(rnd.seen, tokens, model)
+        out.ratios["twin"] += device_ratios(runs[0], tokens, model)
+    return out
+
+
+def _figures(
+    cfg: FidelityConfig, live: LiveOutcome, twin: _TwinRounds, tokens: dict[str, int]
+) -> dict[str, Any]:
+    """The comparison of both sides and its diagnostics (every key of the result but the load
+    average, the wall time, ``goal_met`` and ``machine``)."""
+    total, draws = len(live.requests), twin.draws
     twin_seen = pooled(draws)
     live_side = summarize({k: s.e2e_s for k, s in live.seen.items()}, total, cfg.slo_s)
     twin_side = summarize({k: s.e2e_s for k, s in twin_seen.items()}, total * len(draws),
@@ -127,8 +139,8 @@ def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
     # requests that succeeded per replay, as the live side counts them (not over every draw)
     twin_side = replace(twin_side, succeeded=round(twin_side.succeeded / len(draws)))
     p50, p99, slo_pp = compare_sides(live_side, twin_side)
-    errors_replayed = compare_sides(live_side, summarize(replayed, total, cfg.slo_s))
-    result: dict[str, Any] = {
+    errors_replayed = compare_sides(live_side, summarize(twin.replayed, total, cfg.slo_s))
+    return {
         "p50_error": round(p50, 4),
         "p99_error": round(p99, 4),
         "slo_attainment_error_pp": round(slo_pp, 2),
@@ -147,18 +159,26 @@ def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
         "replayed_device_errors": dict(
             zip(GOAL, (round(e, 4) for e in errors_replayed), strict=True)
         ),
-        "device_ratio": {
-            side: round(statistics.median(r), 3) if r else None for side, r in ratios.items()
-        },
+        "device_ratio": {side: _median(r) for side, r in twin.ratios.items()},
         "round_device_ratio": [
             _median(device_ratios(rnd.seen, tokens, LatencyTables(rnd.table).model()))
             for rnd in live.rounds
         ],
         "nice": live.nice,
         "worker_cpu_ms": live.cpu_ms,
-        "load_avg": {"before": load_before, "after": _load()},
-        "wall_s": round(clock.monotonic() - started, 1),
     }
+
+
+def validate_fidelity(config: FidelityConfig | None = None) -> dict[str, Any]:
+    """Live session, twin, comparison (see the module docstring). Loads a real model and runs
+    for about a minute; returns the result as a JSON-ready dict."""
+    cfg = config or FidelityConfig()
+    started, load_before = clock.monotonic(), _load()
+    live = run_live(cfg)
+    tokens = {a.request.request_id: a.request.prompt_tokens for a in live.requests}
+    result = _figures(cfg, live, _replay_rounds(cfg, live, tokens), tokens)
+    result["load_avg"] = {"before": load_before, "after": _load()}
+    result["wall_s"] = round(clock.monotonic() - started, 1)
     result["goal_met"] = goal_met(result)
     result["machine"] = machine_note(result["profile_drift"], result["load_avg"]["after"])
     return result
