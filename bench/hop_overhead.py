@@ -32,8 +32,8 @@ from control.core.context import CoreConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.latency import TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
-from control.executor.base import DeviceInfo, ModelRef  # noqa: E402
-from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402

@@ -15,8 +15,9 @@ import torch
 from control.executor.adapters import generate_join
 from control.executor.adapters.generate import GenerateAdapter
 from control.executor.adapters.tools import NoopAdapter
-from control.executor.base import Batch, BatchItem, DeviceInfo, GenParams, InputRef, StepKey
-from control.executor.worker import Worker, WorkerConfig
+from control.executor.protocol import Batch, BatchItem, DeviceInfo, GenParams, InputRef, StepKey
+from control.executor.worker.main import WorkerConfig
+from control.executor.worker.process import Worker
 from tests.executor.test_adapters import RecordingCtx
 from tests.executor.test_adapters import item as prepared_item
 
@@ -89,10 +90,10 @@ def test_a_batch_arriving_mid_decode_joins_and_reports_first(worker, model_cache
                                    ("results", "A")]  # fmt: skip
     ra, rb = worker.conn.results("A")[0], worker.conn.results("B")[0]
     assert ra.ok and rb.ok and rb.output_tokens == 3 and rb.batch_size == 1
-    assert worker.outputs[("B", "n")]["text"] == alone_text(
+    assert worker.outputs.get("B", "n")["text"] == alone_text(
         model_cache, "Paris", max_tokens=3, temperature=0.8, seed=4
     )
-    assert worker.outputs[("A", "n")]["text"] == alone_text(
+    assert worker.outputs.get("A", "n")["text"] == alone_text(
         model_cache, "the quick brown fox", max_tokens=30
     )
     # B's clock started when it joined, after A's, and stopped before A's

@@ -8,7 +8,8 @@ import signal
 import pytest
 
 from control import clock
-from control.executor.base import (
+from control.executor.host.breaker import BreakerConfig
+from control.executor.protocol import (
     Batch,
     BatchItem,
     GenParams,
@@ -20,7 +21,6 @@ from control.executor.base import (
     WorkerDown,
     WorkerUp,
 )
-from control.executor.breaker import BreakerConfig
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
 
 GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")

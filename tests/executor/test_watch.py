@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from control.executor.base import DeviceInfo
-from control.executor.supervisor import WorkerHandle
-from control.executor.worker import WorkerConfig
+from control.executor.host.handle import WorkerHandle
+from control.executor.protocol import DeviceInfo
+from control.executor.worker.main import WorkerConfig
 
 HB = 0.5
 

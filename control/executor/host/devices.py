@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 
 log = logging.getLogger(__name__)
 
