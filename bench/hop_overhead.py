@@ -5,7 +5,7 @@ Two chains run through the real ``LiveRuntime`` (driver + core + actuator + exec
 * ``tools``: ten ``router`` tool steps with no rules (a pass-through: the core's no-op tool),
   dispatched "on the host" exactly as the core asks. This is the figure the goal is about.
 * ``workers``: ten model steps backed by the executor's ``noop`` adapter, so every hop also
-  crosses the process boundary to a worker and back (pipe, pump thread, event hand-over).
+  crosses the process boundary to a worker and back (pipe, the executor reading it on the loop).
 
 Per run: wall time from ``submit_run`` to the result, minus the steps' measured own time
 (``device_us`` of the usage records), divided by the ten hops. Runs go one at a time (no

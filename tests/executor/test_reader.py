@@ -29,10 +29,10 @@ from control.executor.protocol import (
 BERT = ModelRef("tiny-bert", "embed", "tiny", "bert")
 
 
-def _executor(cache) -> LocalExecutor:  # noqa: ANN001
-    config = ExecutorConfig(heartbeat_s=0.4, cache_dir=str(cache), cpu_slots=1, use_cuda=False,
-                            poll_queue=False)  # fmt: skip
-    return LocalExecutor(config)
+def _executor(cache, **overrides) -> LocalExecutor:  # noqa: ANN001
+    config = dict(heartbeat_s=0.4, cache_dir=str(cache), cpu_slots=1, use_cuda=False,
+                  poll_queue=False)  # fmt: skip
+    return LocalExecutor(ExecutorConfig(**{**config, **overrides}))
 
 
 def _item(key: str, text: str) -> BatchItem:
@@ -81,6 +81,30 @@ async def test_the_loop_reads_the_pipes_and_survives_a_killed_worker(model_cache
         ex.submit(Batch("b2", "e2", (_item("k2", "dogs bark"),)))
         await _until(seen, lambda s: len(_done(s)) == 2)
         assert seen[-1][0].result.ok and seen[-1][1] == loop_thread
+    finally:
+        await asyncio.to_thread(ex.stop)
+
+
+async def test_the_loop_watches_health_a_hung_batch_is_caught_there(model_cache) -> None:
+    """Health is judged at the loop's own ticks: a batch past its deadline takes its worker
+    down, reported on the loop's thread (and nothing else is found wrong meanwhile)."""
+    ex = _executor(model_cache, hang_floor_s=1.5)
+    seen: list[tuple[object, int]] = []
+    loop_thread = threading.get_ident()
+    ex.start(lambda event: seen.append((event, threading.get_ident())),
+             loop=asyncio.get_running_loop())  # fmt: skip
+    try:
+        assert await asyncio.to_thread(ex.wait_ready, 90)
+        silent = ModelRef("noop-silent", "noop", "tool", options={"tick": False})
+        report = await asyncio.wrap_future(ex.load("h", silent, "cpu:0"))
+        assert report.ok, report.reason
+        item = BatchItem(StepKey("run-h", "h"), "h-1", {}, GenParams(busy_ms=60_000))
+        ex.submit(Batch("hang", "h", (item,)))
+        await _until(seen, lambda s: any(isinstance(e, WorkerDown) for e, _ in s), 30)
+        (down,) = [(e, t) for e, t in seen if isinstance(e, WorkerDown)]
+        assert "hung" in down[0].reason and down[0].failed_items == ("h-1",)
+        assert down[1] == loop_thread
+        assert [e.result.cause for e, _ in _done(seen)] == ["hang"]
     finally:
         await asyncio.to_thread(ex.stop)
 
