@@ -71,8 +71,8 @@ from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.latency import LatencyRow, TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
-from control.executor.base import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
-from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.protocol import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402

@@ -56,8 +56,8 @@ from control.api.live import LiveOptions, build_inference  # noqa: E402
 from control.api.settings import GatewayConfig  # noqa: E402
 from control.clock import perf_counter, process_time  # noqa: E402
 from control.executor import sources  # noqa: E402
-from control.executor.base import DeviceInfo, ModelRef  # noqa: E402
-from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
 from control.services import build_services  # noqa: E402
 from control.services.loadgen import percentile  # noqa: E402
 from db.migrate import upgrade  # noqa: E402

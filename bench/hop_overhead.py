@@ -5,7 +5,7 @@ Two chains run through the real ``LiveRuntime`` (driver + core + actuator + exec
 * ``tools``: ten ``router`` tool steps with no rules (a pass-through: the core's no-op tool),
   dispatched "on the host" exactly as the core asks. This is the figure the goal is about.
 * ``workers``: ten model steps backed by the executor's ``noop`` adapter, so every hop also
-  crosses the process boundary to a worker and back (pipe, pump thread, event hand-over).
+  crosses the process boundary to a worker and back (pipe, the executor reading it on the loop).
 
 Per run: wall time from ``submit_run`` to the result, minus the steps' measured own time
 (``device_us`` of the usage records), divided by the ten hops. Runs go one at a time (no
@@ -32,8 +32,8 @@ from control.core.context import CoreConfig  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.latency import TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
-from control.executor.base import DeviceInfo, ModelRef  # noqa: E402
-from control.executor.local import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
+from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402

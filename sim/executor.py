@@ -3,7 +3,7 @@
 It never decides anything. For a ``Dispatch`` it predicts how long the batch takes on the first
 device of the replica (forward pass over the longest prompt, minus cached prefix tokens when the
 prefix-cache model is on, plus decode as ``fixed + per_seq x batch`` per generated token, plus
-moving inputs held on other devices) and builds one :class:`~control.executor.base.ItemResult`
+moving inputs held on other devices) and builds one :class:`~control.executor.protocol.ItemResult`
 per item, the very record the live executor emits; :func:`to_batch_result` turns those into the
 core's ``BatchResult`` exactly as a driver does. Loads take the measured load time or the
 model's stated one. Router steps pick a branch label from seeded per-node weights. Where the
@@ -25,7 +25,7 @@ from control.core.actions import Dispatch, LoadModel
 from control.core.latency import LatencyModel
 from control.core.routing.transfer import TransferCosts
 from control.core.types import BLOCK_TOKENS, BatchResult, DeviceSpec, ModelSpec, StepResult
-from control.executor.base import ItemResult, StepKey
+from control.executor.protocol import ItemResult, StepKey
 from sim.continuous import Joiner
 from sim.executor_models import PrefixCache, route_label, service_factor
 from sim.lanes import Joined, Lanes

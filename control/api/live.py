@@ -20,7 +20,7 @@ from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
 from control.core.dag.spec import PORTS
-from control.executor.base import Executor, ModelRef
+from control.executor.protocol import Executor, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from control.services import Services

@@ -63,8 +63,8 @@ def build_gateway(with_runtime: bool = True) -> Any:
 
 def _inference(settings: Any, factory: Any, services: Any) -> Any:
     from control.api.live import build_inference
-    from control.executor.devices import discover_devices
-    from control.executor.local import ExecutorConfig, LocalExecutor
+    from control.executor.host import ExecutorConfig, LocalExecutor
+    from control.executor.host.devices import discover_devices
 
     found = discover_devices(settings.cpu_worker_slots, None, True)
     config = ExecutorConfig(cache_dir=str(settings.var_dir / "models"),

@@ -41,9 +41,9 @@ def _placement(fleet, device_ids: list[str]):  # noqa: ANN001, ANN202
 def build_live_runtime(settings, usage_sink=None):  # noqa: ANN001, ANN201
     """A ``LiveRuntime`` over the database's fleet and the local executor (not started)."""
     from control.core.assembly import CoreBlueprint
-    from control.executor.base import ModelRef
-    from control.executor.devices import discover_devices
-    from control.executor.local import ExecutorConfig, LocalExecutor
+    from control.executor.host import ExecutorConfig, LocalExecutor
+    from control.executor.host.devices import discover_devices
+    from control.executor.protocol import ModelRef
     from control.runtime.live import LiveRuntime, RuntimeConfig
     from control.runtime.state import IndexSpec
     from control.services.fleet_state import load_fleet_state

@@ -24,7 +24,7 @@ from pathlib import Path
 from control import clock
 from control.executor import sources
 from control.executor.adapters.base import PreparedItem
-from control.executor.base import BatchItem, GenParams, ModelRef, StepKey
+from control.executor.protocol import BatchItem, GenParams, ModelRef, StepKey
 
 _FILLER = "the model measures latency of batches of tokens on this device "
 
@@ -142,39 +142,33 @@ def profile_model(
     for tokens in token_lengths:
         text = _text_of(tokenizer, tokens)
         for size in batch_sizes:
-
-            def batch(max_tokens: int, size=size, text=text) -> list[PreparedItem]:
-                params = GenParams(max_tokens=max_tokens)
-                return [
-                    PreparedItem(
-                        BatchItem(StepKey("profile", str(i)), f"p{i}", {}, params),
-                        _inputs(ref.task, text),
-                    )
-                    for i in range(size)
-                ]
-
-            row = dict(model=ref.name, task=ref.task, device_type=device_type, batch_size=size)
-            if ref.task != "generate":
-                us, n = _time_batch(adapter, batch(1), repeats)
-                rows.append(
-                    LatencyRow(
-                        **row, input_tokens=n, phase="forward", latency_us=us, samples=repeats
-                    )
-                )
-                continue
-            prefill_us, decode_us, n = _time_generate(adapter, batch(1 + decode_tokens), repeats)
-            rows.append(
-                LatencyRow(
-                    **row, input_tokens=n, phase="prefill", latency_us=prefill_us, samples=repeats
-                )
-            )
-            rows.append(
-                LatencyRow(
-                    **row,
-                    input_tokens=n,
-                    phase="decode_per_token",
-                    latency_us=decode_us,
-                    samples=repeats,
-                )
-            )
+            rows.extend(_rows_at(adapter, ref, device_type, size, text, decode_tokens, repeats))
     return rows
+
+
+def _rows_at(adapter, ref: ModelRef, device_type: str, size: int, text: str,
+             decode_tokens: int, repeats: int) -> list[LatencyRow]:  # fmt: skip  # noqa: ANN001
+    """The rows of one (batch size, prompt) point: ``forward``, or ``prefill`` and
+    ``decode_per_token`` for generate."""
+
+    def batch(max_tokens: int) -> list[PreparedItem]:
+        params = GenParams(max_tokens=max_tokens)
+        return [
+            PreparedItem(
+                BatchItem(StepKey("profile", str(i)), f"p{i}", {}, params),
+                _inputs(ref.task, text),
+            )
+            for i in range(size)
+        ]
+
+    row = dict(model=ref.name, task=ref.task, device_type=device_type, batch_size=size)
+    if ref.task != "generate":
+        us, n = _time_batch(adapter, batch(1), repeats)
+        return [LatencyRow(**row, input_tokens=n, phase="forward", latency_us=us, samples=repeats)]
+    prefill_us, decode_us, n = _time_generate(adapter, batch(1 + decode_tokens), repeats)
+    return [
+        LatencyRow(**row, input_tokens=n, phase="prefill", latency_us=prefill_us, samples=repeats),
+        LatencyRow(
+            **row, input_tokens=n, phase="decode_per_token", latency_us=decode_us, samples=repeats
+        ),
+    ]

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from control.executor.base import ExecutorError, ModelRef
+from control.executor.protocol import ExecutorError, ModelRef
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -43,7 +43,7 @@ from control.core.actions import (
 )
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.core.types import StepResult
-from control.executor.base import Batch, Executor, ExecutorError, ModelRef
+from control.executor.protocol import Batch, Executor, ExecutorError, ModelRef
 from control.runtime import mapping
 from control.runtime.completions import Completions, call_now
 from control.runtime.metrics import RuntimeMetrics

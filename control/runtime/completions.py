@@ -23,7 +23,7 @@ from typing import Any
 from control.core.events import DeviceDown, OutputStarted, ReplicaUnloaded
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS, StepResult
-from control.executor.base import (
+from control.executor.protocol import (
     BreakerChanged,
     ItemCompleted,
     ItemResult,

@@ -22,8 +22,8 @@ from control import clock
 from control.core.assembly import CoreBlueprint, build_core
 from control.core.events import DeviceUp
 from control.core.latency import LatencyModel
-from control.executor.base import Executor, ModelRef
 from control.executor.heap import freeze_startup_heap
+from control.executor.protocol import Executor, ModelRef
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.driver import Driver
@@ -63,9 +63,9 @@ class RuntimeConfig:
     read_executor_on_loop: bool = field(
         default=True,
         metadata={
-            "help": "the driver's loop reads the executor's worker pipes itself when the "
-            "executor can (LocalExecutor.attach): each completion is handled in the loop turn "
-            "it arrives, without the pump thread's two hand-offs"
+            "help": "the executor delivers its events on the driver's loop (the local executor "
+            "reads its worker pipes there): each completion is handled in the loop turn it "
+            "arrives, without a reader thread's two hand-offs"
         },
     )
 
@@ -97,7 +97,9 @@ class LiveRuntime:
         self._tasks: list[asyncio.Task] = []
         self._node_cache: dict[str, tuple[dict[str, str], dict[str, str], frozenset[str]]] = {}
         self._node_cache_of: object = None
-        self._listener: Callable[[object], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._listening = False  # executor events reach the driver (from start to stop)
         #: called at the end of every driver turn, on the loop thread (see Driver.after_turn);
         #: add before ``start``
         self.after_turn: list[Callable[[], None]] = []
@@ -107,8 +109,14 @@ class LiveRuntime:
     # ---- lifecycle
     async def start(self) -> None:
         """Start workers, core, driver; load the initial replicas (waits for them)."""
-        self.executor.start()
-        ready = await asyncio.to_thread(self._wait_ready)
+        loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = loop, threading.get_ident()
+        on_loop = self.config.read_executor_on_loop
+        # the loop reads the worker pipes: no hop at all, and what was read is settled in the
+        # same loop iteration (the turn runs once the pipes are read)
+        self.executor.start(self._executor_event, loop=loop if on_loop else None,
+                            after_events=self._executor_read if on_loop else None)  # fmt: skip
+        ready = await asyncio.to_thread(self.executor.wait_ready, self.config.ready_timeout_s)
         if not ready:
             raise RuntimeError("executor workers did not start in time")
         core = build_core(self.blueprint, self.latency, clock.monotonic())
@@ -123,35 +131,27 @@ class LiveRuntime:
         self.driver.actuator = self.actuator
         # metrics and releases wait until the callers a turn answers have been answered
         done.later = self.actuator.later = self.driver.later
-        loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.driver.run())]
-        add_listener = getattr(self.executor, "add_listener", None)
-        if add_listener is not None:  # straight into the driver's inbox: one hop, no task
-            put = self.driver.put
-            loop_thread = threading.get_ident()
-
-            def deliver(event: object) -> None:
-                if threading.get_ident() == loop_thread:
-                    put(ExecEvent(event))
-                else:
-                    loop.call_soon_threadsafe(put, ExecEvent(event))
-
-            self._listener = deliver
-            add_listener(deliver)
-            attach = getattr(self.executor, "attach", None)
-            if attach is not None and self.config.read_executor_on_loop:
-                # the loop reads the worker pipes: no hop at all, and what was read is
-                # settled in the same loop iteration (the turn runs once the pipes are read)
-                await attach(after_read=self.driver.turn_now)
-        else:
-            self._tasks.append(loop.create_task(self._forward()))
+        self._listening = True
         await asyncio.gather(*self._initial_loads())
         if self.config.freeze_startup_heap:
             freeze_startup_heap()
 
-    def _wait_ready(self) -> bool:
-        wait = getattr(self.executor, "wait_ready", None)
-        return True if wait is None else bool(wait(self.config.ready_timeout_s))
+    def _executor_event(self, event: object) -> None:
+        """An executor event, into the driver's inbox (one hop, no task) from the driver's
+        start to ``stop``; before it, only the workers' first heartbeats come."""
+        if not self._listening:
+            return
+        put = self.driver.put  # type: ignore[union-attr]
+        if threading.get_ident() == self._loop_thread:
+            put(ExecEvent(event))
+        else:
+            self._loop.call_soon_threadsafe(put, ExecEvent(event))  # type: ignore[union-attr]
+
+    def _executor_read(self) -> None:
+        """The executor has read its pipes: the driver takes its turn now."""
+        if self._listening:
+            self.driver.turn_now()  # type: ignore[union-attr]
 
     def _initial_loads(self) -> list:
         assert self.actuator is not None
@@ -176,19 +176,9 @@ class LiveRuntime:
         else:
             log.warning("index %s on %s did not load: %s", index.name, device, report.reason)
 
-    async def _forward(self) -> None:
-        assert self.driver is not None
-        async for event in self.executor.events():
-            self.driver.put(ExecEvent(event))
-
     async def stop(self) -> None:
         """Stop the driver and the executor; unfinished runs resolve as failed."""
-        if self._listener is not None:
-            self.executor.remove_listener(self._listener)  # type: ignore[attr-defined]
-            self._listener = None
-        detach = getattr(self.executor, "detach", None)
-        if detach is not None:
-            detach()  # on the loop, before the executor closes the pipes it reads
+        self._listening = False
         if self.driver is not None:
             self.driver.stop()
             await asyncio.wait(self._tasks[:1], timeout=5)

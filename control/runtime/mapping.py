@@ -18,8 +18,8 @@ from typing import Any
 from control.core.actions import BatchItem as CoreItem
 from control.core.dag.spec import INPUT_NODE
 from control.core.types import InputRef as CoreRef
-from control.executor.base import BatchItem, GenParams, StepKey
-from control.executor.base import InputRef as ExecRef
+from control.executor.protocol import BatchItem, GenParams, StepKey
+from control.executor.protocol import InputRef as ExecRef
 
 #: (producer kind, core output field) -> executor output field.
 OUTPUT_ALIAS: Mapping[tuple[str, str], str] = {("embed", "embedding"): "vector"}

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from control.core.types import InputRef
-from control.executor.base import Executor
-from control.executor.base import InputRef as ExecRef
+from control.executor.protocol import Executor
+from control.executor.protocol import InputRef as ExecRef
 from control.runtime import mapping
 
 #: One output value: a fetch in progress and how to pick the value from what it returns, or

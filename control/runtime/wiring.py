@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from control.core.types import DeviceSpec
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 from control.runtime.live import InitialReplica
 
 LOCAL_NODE = "local"

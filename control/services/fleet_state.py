@@ -21,7 +21,7 @@ from control.core.latency import DecodeRow, LatencyRow, LoadRow, TableLatencyMod
 from control.core.tenancy.base import TenancyConfig
 from control.core.tenancy.cost import CostModel, ModelCostWeight
 from control.core.types import DeviceSpec, ModelSpec
-from control.executor.base import ModelRef
+from control.executor.protocol import ModelRef
 from control.store.tenancy_snapshot import load_tenancy_config
 from db import models as m
 

@@ -53,7 +53,7 @@ def seed_demo(database_url: str, settings: Settings, *, local_devices: list | No
         factory = make_session_factory(engine)
         services = build_services(factory, workflow_validator=make_spec_validator(factory))
         if local_devices is None:
-            from control.executor.devices import discover_devices
+            from control.executor.host.devices import discover_devices
 
             local_devices = discover_devices(cpu_slots=settings.cpu_worker_slots)
         summary = SeedSummary()

@@ -17,8 +17,8 @@ from control.api.app import create_app
 from control.api.live import LiveOptions, build_inference
 from control.api.settings import GatewayConfig
 from control.executor import sources
-from control.executor.base import DeviceInfo, ModelRef
-from control.executor.local import ExecutorConfig, LocalExecutor
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import RuntimeConfig
 from control.services import build_services
 from control.services.workflow_validation import make_spec_validator

@@ -9,7 +9,7 @@ import pytest
 
 from control.api.twin import TwinEngine
 from control.config import Settings
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 from control.services.seed import seed_demo
 
 WORKLOAD = {"trace_name": "azure_code", "max_requests": 20}

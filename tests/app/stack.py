@@ -24,7 +24,7 @@ from control.api.app import create_app
 from control.api.settings import GatewayConfig
 from control.api.twin import TwinEngine
 from control.config import Settings
-from control.executor.base import DeviceInfo, ModelRef
+from control.executor.protocol import DeviceInfo, ModelRef
 from control.services import build_services
 from control.services.seed import seed_demo
 from control.services.workflow_validation import make_spec_validator
@@ -71,7 +71,7 @@ def seed(url: str, extra_tenants: int = 0, live: bool = False) -> None:
 def _live_inference(factory, services, cache: Path) -> Any:  # noqa: ANN001
     from control.api.live import LiveOptions, build_inference
     from control.executor import sources
-    from control.executor.local import ExecutorConfig, LocalExecutor
+    from control.executor.host import ExecutorConfig, LocalExecutor
     from control.runtime.live import InitialReplica, RuntimeConfig
     from control.runtime.state import IndexSpec
 

@@ -58,6 +58,10 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
         "control/runtime",
         "control/store",
         "control/executor",
+        "control/executor/protocol",
+        "control/executor/host",
+        "control/executor/worker",
+        "control/executor/adapters",
         "sim",
         "db",
     ):
@@ -79,6 +83,27 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ("control/core/io.py", "import sqlalchemy\n", "decision core imports nothing"),
         ("control/core/timed.py", "from control import clock\n", "decision core imports nothing"),
         ("control/executor/up.py", "import control.services\n", "Dependencies point down"),
+        (
+            "control/executor/worker/peek.py",
+            "import control.executor.host\n",
+            "worker side and its model adapters never import its host side",
+        ),
+        (
+            "control/executor/adapters/peek.py",
+            "from control.executor.host import local\n",
+            "worker side and its model adapters never import its host side",
+        ),
+        ("control/executor/protocol/heavy.py", "import torch\n", "protocol is shared values only"),
+        (
+            "control/executor/protocol/side.py",
+            "import control.executor.worker\n",
+            "protocol is shared values only",
+        ),
+        (
+            "sim/peek.py",
+            "import control.executor.host\n",
+            "twin knows the executor by its protocol",
+        ),
         ("app/page.py", "import db\n", "console talks to the control plane over HTTP"),
     ],
 )

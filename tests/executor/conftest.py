@@ -9,8 +9,8 @@ import torch
 
 from control import clock
 from control.executor import sources
-from control.executor.base import ItemCompleted
-from control.executor.local import ExecutorConfig, LocalExecutor
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.protocol import ItemCompleted
 
 torch.set_num_threads(1)
 

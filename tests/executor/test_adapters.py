@@ -9,7 +9,7 @@ from control.executor import sources
 from control.executor.adapters import build_adapter
 from control.executor.adapters.base import PreparedItem
 from control.executor.adapters.generate import GenerateAdapter
-from control.executor.base import BatchItem, GenParams, ModelRef, StepKey
+from control.executor.protocol import BatchItem, GenParams, ModelRef, StepKey
 
 CPU = torch.device("cpu")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.executor.base import (
+from control.executor.protocol import (
     Batch,
     BatchItem,
     GenParams,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from control.executor.adapters.generate import GenerateAdapter
-from control.executor.base import Batch, BatchItem, GenParams, ItemCompleted, ModelRef, StepKey
+from control.executor.protocol import Batch, BatchItem, GenParams, ItemCompleted, ModelRef, StepKey
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
 from tests.executor.test_adapters import RecordingCtx, item
 from tests.executor.test_continuous_batching import LONG, Group, no_cache_reference, run_joined

@@ -13,12 +13,15 @@ import pytest
 import torch
 
 from control.executor.adapters import generate_join
+from control.executor.adapters.base import ItemOutput
 from control.executor.adapters.generate import GenerateAdapter
 from control.executor.adapters.tools import NoopAdapter
-from control.executor.base import Batch, BatchItem, DeviceInfo, GenParams, InputRef, StepKey
-from control.executor.worker import Worker, WorkerConfig
+from control.executor.protocol import Batch, BatchItem, DeviceInfo, GenParams, InputRef, StepKey
+from control.executor.worker.main import WorkerConfig
+from control.executor.worker.process import Worker
 from tests.executor.test_adapters import RecordingCtx
 from tests.executor.test_adapters import item as prepared_item
+from tests.support.clock import ManualClock
 
 CPU = torch.device("cpu")
 
@@ -89,10 +92,10 @@ def test_a_batch_arriving_mid_decode_joins_and_reports_first(worker, model_cache
                                    ("results", "A")]  # fmt: skip
     ra, rb = worker.conn.results("A")[0], worker.conn.results("B")[0]
     assert ra.ok and rb.ok and rb.output_tokens == 3 and rb.batch_size == 1
-    assert worker.outputs[("B", "n")]["text"] == alone_text(
+    assert worker.outputs.get("B", "n")["text"] == alone_text(
         model_cache, "Paris", max_tokens=3, temperature=0.8, seed=4
     )
-    assert worker.outputs[("A", "n")]["text"] == alone_text(
+    assert worker.outputs.get("A", "n")["text"] == alone_text(
         model_cache, "the quick brown fox", max_tokens=30
     )
     # B's clock started when it joined, after A's, and stopped before A's
@@ -180,3 +183,27 @@ def test_an_error_in_the_loop_fails_every_batch_not_yet_reported(worker, monkeyp
         r = worker.conn.results(batch_id)[0]
         assert not r.ok and r.cause == "model_error" and r.retriable and "fell over" in r.error
     assert not worker.busy
+
+
+def test_the_worker_times_a_batch_with_the_clock_it_is_given():
+    clock = ManualClock()
+
+    class Timed:
+        """An adapter whose batch takes exactly 42 ms of the test's clock."""
+
+        task = "noop"
+
+        def run(self, items, ctx):  # noqa: ANN001
+            clock.advance(0.042)
+            return [ItemOutput(value={"x": 1}) for _ in items]
+
+        def memory_mib(self) -> int:
+            return 0
+
+    conn = Conn()
+    w = Worker(DeviceInfo("cpu:0", "cpu", 0, 1024), conn, WorkerConfig(), clock=clock)
+    w.adapters["timed"] = Timed()
+    item = BatchItem(StepKey("T", "n"), "T-k", {}, GenParams())
+    w.on_batch(Batch("T", "timed", (item,)), {})
+    (result,) = conn.results("T")
+    assert result.ok and result.device_ms == pytest.approx(42.0)

@@ -14,7 +14,7 @@ import torch
 
 from control.executor.adapters import build_adapter, generate_chunks, generate_join
 from control.executor.adapters.generate import GenerateAdapter, _Seq
-from control.executor.base import ExecutorError, GenParams, ModelRef
+from control.executor.protocol import ExecutorError, GenParams, ModelRef
 from tests.executor.test_adapters import RecordingCtx, item
 from tests.executor.test_continuous_batching import LONG, PARAMS, SHARED, Group, run_joined, texts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from control.executor.base import Batch, BatchItem, GenParams, ModelRef, StepKey
+from control.executor.protocol import Batch, BatchItem, GenParams, ModelRef, StepKey
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
 
 pytestmark = pytest.mark.gpu

@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from control.executor.base import DeviceInfo
-from control.executor.devices import (
+from control.executor.host.devices import (
     host_cores,
     keep_host_off_worker_cores,
     pin_process,
     usable_cores,
 )
+from control.executor.protocol import DeviceInfo
 
 linux_affinity = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(usable_cores()) < 2,

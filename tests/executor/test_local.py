@@ -8,7 +8,8 @@ import signal
 import pytest
 
 from control import clock
-from control.executor.base import (
+from control.executor.host.breaker import BreakerConfig
+from control.executor.protocol import (
     Batch,
     BatchItem,
     GenParams,
@@ -20,7 +21,6 @@ from control.executor.base import (
     WorkerDown,
     WorkerUp,
 )
-from control.executor.breaker import BreakerConfig
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
 
 GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")
@@ -115,8 +115,8 @@ def test_return_output_comes_back_with_the_result_and_needs_no_fetch(ex):
 
 
 def test_released_runs_reach_their_worker_in_one_message(ex):
-    """release_run forgets a run's outputs at once here; the worker is told by the pump a
-    moment later, several runs in one message, and then no longer holds them."""
+    """release_run forgets a run's outputs at once here; the worker is told at the executor's
+    tick a moment later, several runs in one message, and then no longer holds them."""
     load(ex, "embed-rel", BERT, "cpu:0")
     runs = ["rel-a", "rel-b", "rel-c"]
     items = tuple(one(f"{r}-e", "embed", {"text": f"text of {r}"}, run=r) for r in runs)
@@ -244,7 +244,7 @@ def test_hung_batch_is_detected_at_its_deadline(ex):
     down = next(e for e in events if isinstance(e, WorkerDown))
     assert "hung" in down.reason and down.failed_items == ("h-1",)
     assert completions(events)["h-1"].cause == "hang"
-    # Heartbeats went on (their own thread): the deadline caught it, no earlier, and the pump
+    # Heartbeats went on (their own thread): the deadline caught it, no earlier, and the reader
     # noticed within its polling tick (plus scheduling slack on a shared machine).
     assert HANG_FLOOR_S - 0.3 <= detected <= HANG_FLOOR_S + 2 * ex.config.heartbeat_s + 0.5
     wait_for(ex, lambda seen: any(isinstance(e, WorkerUp) for e in seen), 90)

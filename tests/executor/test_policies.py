@@ -8,11 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from control.executor.adapters.prefix_cache import PrefixKvCache
-from control.executor.base import Batch, BatchItem, ExecutorError, ItemResult, StepKey
-from control.executor.breaker import BreakerConfig, CircuitBreaker
-from control.executor.inbox import Inbox
-from control.executor.lru import ReplicaTable
-from control.executor.supervisor import batch_deadline_s
+from control.executor.host.breaker import BreakerConfig, CircuitBreaker
+from control.executor.host.handle import batch_deadline_s
+from control.executor.host.lru import ReplicaTable
+from control.executor.protocol import Batch, BatchItem, ExecutorError, ItemResult, StepKey
+from control.executor.worker.inbox import Inbox
 
 # (outcomes recorded at t=0, 1, 2..., then (ask at time, expected allowed, expected state))
 BREAKER_CASES = [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from control.executor.base import ModelRef
 from control.executor.profile import profile_model
+from control.executor.protocol import ModelRef
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_profile_rows_stored_by_the_cli_feed_the_twins_latency_model(model_cache
     from control.commands.profile import _store
     from control.config import Settings
     from control.core.latency import TableLatencyModel
-    from control.executor.base import DeviceInfo
+    from control.executor.protocol import DeviceInfo
     from control.services import build_services
     from control.services.fleet_state import load_fleet_state
     from control.services.seed import seed_demo

@@ -2,28 +2,30 @@
 loop): the worker handle times each against its own deadline, the status lists all of them,
 and when the worker hangs every one of them is reported ``hang`` (queued ones ``worker_down``).
 
-White-box, no process: the executor's ``started``/``results`` handlers and its health check,
-on a handle whose process is a stand-in, with the executor's clock under the test's control.
+White-box, no process: what the executor does with its worker's ``started``/``results``
+messages and at its ticks (health), on a handle whose process is a stand-in, with the
+executor's clock a ``ManualClock``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from control import clock
-from control.executor.base import (
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.host.handle import WorkerHandle
+from control.executor.protocol import (
     Batch,
     BatchItem,
     DeviceInfo,
     GenParams,
     ItemCompleted,
+    ModelRef,
     StepKey,
     WorkerDown,
+    wire,
 )
-from control.executor.config import ExecutorConfig
-from control.executor.local import LocalExecutor
-from control.executor.supervisor import WorkerHandle
-from control.executor.worker import WorkerConfig
+from control.executor.worker.main import WorkerConfig
+from tests.support.clock import ManualClock
 
 HB = 0.5
 FLOOR_S = 5.0
@@ -45,19 +47,9 @@ class _Process:
         pass
 
 
-class _Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def now(monkeypatch) -> _Clock:
-    fake = _Clock(100.0)
-    monkeypatch.setattr(clock, "monotonic", fake)
-    return fake
+def clock() -> ManualClock:
+    return ManualClock(start_s=100.0)
 
 
 def _batch(batch_id: str, expected_ms: float | None, n: int = 1) -> Batch:
@@ -68,22 +60,56 @@ def _batch(batch_id: str, expected_ms: float | None, n: int = 1) -> Batch:
     return Batch(batch_id, "gen", items, expected_ms=expected_ms)
 
 
-def _executor(*batches: Batch, now: float) -> tuple[LocalExecutor, WorkerHandle, list]:
-    """An executor with one up worker (a stand-in process) holding ``batches`` in flight;
-    returns it, the handle, and the list its restarts are recorded in."""
+class _Sent:
+    """A handle's ``send`` stand-in: records every message, the pipe always takes it."""
+
+    def __init__(self) -> None:
+        self.msgs: list[tuple] = []
+
+    def __call__(self, msg: tuple) -> bool:
+        self.msgs.append(msg)
+        return True
+
+
+def _executor(*batches: Batch, clock: ManualClock) -> tuple[LocalExecutor, WorkerHandle, list]:
+    """An executor (not started) with one up worker, a stand-in process whose sends are
+    recorded in ``handle.send.msgs``, a loaded replica ``gen`` and ``batches`` submitted to
+    it; returns it, the handle, and the list its restarts are recorded in."""
     ex = LocalExecutor(
-        ExecutorConfig(heartbeat_s=HB, hang_floor_s=FLOOR_S, hang_multiple=2.0, use_cuda=False)
+        ExecutorConfig(heartbeat_s=HB, hang_floor_s=FLOOR_S, hang_multiple=2.0, use_cuda=False),
+        clock=clock,
     )
+    now = clock.monotonic()
     handle = WorkerHandle(DeviceInfo("cpu:9", "cpu", 9, 64), WorkerConfig(heartbeat_s=HB))
     handle.process, handle.up, handle.last_hb, handle.started_at = _Process(), True, now, now
-    handle.inflight = {b.batch_id: b for b in batches}
+    handle.send = _Sent()
     restarts: list[float] = []
     handle.start = restarts.append  # no real process: record the restart instead
-    ex._workers["cpu:9"] = handle
+    ex._workers.add(handle)
+    ex.load("gen", ModelRef("gen", "generate", "tiny", "gpt2", expected_mib=1), "cpu:9")
+    _says(ex, handle, wire.LOADED, "load-0", "gen", 1.0, 1)
     for batch in batches:
-        for item in batch.items:
-            ex._inflight_keys[item.idempotency_key] = batch.batch_id
+        ex.submit(batch)
     return ex, handle, restarts
+
+
+def _says(ex: LocalExecutor, handle: WorkerHandle, *msg: object) -> None:
+    """The worker sent ``msg`` (read from its pipe; a stand-in has none)."""
+    assert ex._inbound.on_message(handle, handle.conn, msg)
+
+
+def _watch_for(ex: LocalExecutor, clock: ManualClock, seconds: float, alive: bool) -> None:
+    """Let ``seconds`` pass tick by tick, as the executor's reader would (the worker's
+    messages keep coming when ``alive``), until the worker is restarted."""
+    tick = ex._workers.tick_s
+    handle = next(iter(ex._workers))
+    for _ in range(round(seconds / tick) + 1):
+        clock.advance(tick)
+        if alive:
+            handle.seen(clock.monotonic())
+        ex._inbound.tick()
+        if handle.process is None:  # taken down (and "restarted")
+            return
 
 
 def _events(ex: LocalExecutor) -> list:
@@ -111,22 +137,22 @@ def test_the_handle_times_each_running_batch_from_its_own_start():
     assert "batch slow" in handle.health(120.1, startup_grace_s=60)[1]
 
 
-def test_the_status_lists_every_running_batch(now):
+def test_the_status_lists_every_running_batch(clock):
     slow, quick, queued = _batch("slow", 60_000), _batch("quick", None), _batch("queued", None)
-    ex, handle, _ = _executor(slow, quick, queued, now=now.now)
-    ex._on_started(handle, "slow")
-    now.now += 1.0
-    ex._on_started(handle, "quick")  # joined slow's loop
-    now.now += 0.5
+    ex, handle, _ = _executor(slow, quick, queued, clock=clock)
+    _says(ex, handle, wire.STARTED, "slow")
+    clock.advance(1.0)
+    _says(ex, handle, wire.STARTED, "quick")  # joined slow's loop
+    clock.advance(0.5)
     (status,) = ex.heartbeat()
     assert status.busy and status.running_batches == ("slow", "quick")
     assert status.running_count == 2 and status.running_batch == "slow"
     assert [r.running_for_s for r in status.running] == pytest.approx([1.5, 0.5])
     assert [r.deadline_s for r in status.running] == [120.0, FLOOR_S]
-    ex._on_results(handle, "slow", [])  # the first one left the loop; the joiner runs on
+    _says(ex, handle, wire.RESULTS, "slow", [])  # the first one left the loop; the joiner runs on
     (status,) = ex.heartbeat()
     assert status.running_batches == ("quick",) and status.running[0].running_for_s == 0.5
-    ex._on_results(handle, "quick", [])
+    _says(ex, handle, wire.RESULTS, "quick", [])
     (status,) = ex.heartbeat()
     assert status.running_batches == () and not status.busy and status.running_batch is None
 
@@ -135,24 +161,22 @@ def test_the_status_lists_every_running_batch(now):
     ("how", "running_cause"),
     [("deadline", "hang"), ("silence", "hang"), ("crash", "worker_down")],
 )
-def test_every_batch_of_a_hung_loop_is_reported_hang(now, how, running_cause):
+def test_every_batch_of_a_hung_loop_is_reported_hang(clock, how, running_cause):
     """Two batches joined in one loop, one more queued behind: when the worker hangs (a batch
     past its deadline, or no heartbeat), both running batches hung in that loop; the queued
     one was only lost. A crash is ``worker_down`` for all."""
     first, joiner, queued = _batch("first", 60_000, 2), _batch("joiner", None), _batch("q", None)
-    ex, handle, restarts = _executor(first, joiner, queued, now=now.now)
-    ex._on_started(handle, "first")
-    now.now += 1.0
-    ex._on_started(handle, "joiner")
+    ex, handle, restarts = _executor(first, joiner, queued, clock=clock)
+    _says(ex, handle, wire.STARTED, "first")
+    clock.advance(1.0)
+    _says(ex, handle, wire.STARTED, "joiner")
     if how == "deadline":  # the joiner (5 s floor) passes its deadline; heartbeats go on
-        now.now += FLOOR_S + 0.1
-        handle.seen(now.now)
+        _watch_for(ex, clock, FLOOR_S + 0.1, alive=True)
     elif how == "silence":  # no message for more than two heartbeat intervals
-        now.now += 2 * HB + 0.1
+        _watch_for(ex, clock, 2 * HB + 0.1, alive=False)
     else:
         handle.process.alive, handle.process.exitcode = False, -11
-    with ex._lock:
-        ex._check_health()
+        _watch_for(ex, clock, 0.0, alive=True)
     events = _events(ex)
     causes = {e.result.idempotency_key: e.result.cause for e in events
               if isinstance(e, ItemCompleted)}  # fmt: skip
@@ -164,38 +188,27 @@ def test_every_batch_of_a_hung_loop_is_reported_hang(now, how, running_cause):
     }
     (down,) = [e for e in events if isinstance(e, WorkerDown)]
     assert sorted(down.failed_items) == sorted(causes)
-    assert restarts == [now.now] and not handle.inflight and not handle.running
-    assert not ex._inflight_keys  # every key completed once
+    assert restarts == [clock.monotonic()] and not handle.inflight and not handle.running
+    assert ex._dispatch.in_flight() == 0  # every key completed once
 
 
-class _Sent:
-    """A handle's ``send`` stand-in: records every message, the pipe always takes it."""
-
-    def __init__(self) -> None:
-        self.msgs: list[tuple] = []
-
-    def __call__(self, msg: tuple) -> bool:
-        self.msgs.append(msg)
-        return True
-
-
-def test_a_batch_sent_to_an_idle_worker_is_timed_from_its_send_and_not_announced(now):
+def test_a_batch_sent_to_an_idle_worker_is_timed_from_its_send_and_not_announced(clock):
     """Nothing in flight: the worker starts the batch as it arrives, so the executor arms its
     deadline at the send and asks for no ``started``; a batch sent behind it is announced
     (it starts, or joins a loop, later) and timed from that announcement."""
-    ex, handle, _ = _executor(now=now.now)
-    ex._replicas["gen"] = ("cpu:9", None)
-    handle.send = sent = _Sent()
+    ex, handle, _ = _executor(clock=clock)
+    sent = handle.send
     first, behind = _batch("first", 60_000), _batch("behind", None)
     ex.submit(first)
-    assert [(m[0], m[1].batch_id, m[3]) for m in sent.msgs] == [("batch", "first", False)]
-    assert handle.running == {"first": (now.now, 120.0)}
-    now.now += 1.0
+    batches = lambda: [m for m in sent.msgs if m[0] == wire.BATCH]  # noqa: E731
+    assert [(m[0], m[1].batch_id, m[3]) for m in batches()] == [("batch", "first", False)]
+    assert handle.running == {"first": (clock.monotonic(), 120.0)}
+    clock.advance(1.0)
     ex.submit(behind)
-    assert [(m[1].batch_id, m[3]) for m in sent.msgs] == [("first", False), ("behind", True)]
+    assert [(m[1].batch_id, m[3]) for m in batches()] == [("first", False), ("behind", True)]
     assert "behind" not in handle.running  # queued behind first: timed once it starts
-    now.now += 0.5
-    ex._on_started(handle, "behind")
-    assert handle.running["behind"] == (now.now, FLOOR_S)
-    ex._on_results(handle, "first", [])
+    clock.advance(0.5)
+    _says(ex, handle, wire.STARTED, "behind")
+    assert handle.running["behind"] == (clock.monotonic(), FLOOR_S)
+    _says(ex, handle, wire.RESULTS, "first", [])
     assert list(handle.running) == ["behind"]

@@ -6,7 +6,7 @@ import multiprocessing
 import threading
 
 from control import clock
-from control.executor.sender import PipeSender, frame
+from control.executor.host.sender import PipeSender, frame
 
 
 def _pipe():

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from control.executor.base import DeviceInfo
-from control.executor.supervisor import WorkerHandle
-from control.executor.worker import WorkerConfig
+from control.executor.host.handle import WorkerHandle
+from control.executor.protocol import DeviceInfo
+from control.executor.worker.main import WorkerConfig
 
 HB = 0.5
 
@@ -46,7 +46,7 @@ def test_any_message_counts_as_a_sign_of_life():
 
 def test_a_late_watcher_forgives_the_silence_once():
     handle = _up_handle(last_hb=10.0)
-    handle.forgive_silence(13.0)  # the pump did not run from 10.1 to 13.0
+    handle.forgive_silence(13.0)  # the watcher did not run from 10.1 to 13.0
     assert handle.health(13.0, startup_grace_s=60) is None
     # the worker still gets only its normal allowance from then on
     assert handle.health(13.0 + 2 * HB, startup_grace_s=60) is not None

@@ -9,8 +9,9 @@ import threading
 import time
 
 from control.executor.adapters.tools import NoopAdapter
-from control.executor.base import DeviceInfo
-from control.executor.worker import Worker, WorkerConfig
+from control.executor.protocol import DeviceInfo
+from control.executor.worker.main import WorkerConfig
+from control.executor.worker.process import Worker
 
 
 def test_a_model_loaded_while_idle_is_installed_without_a_message() -> None:

@@ -16,8 +16,8 @@ from control.core.latency import TableLatencyModel
 from control.core.tenancy.base import TenancyConfig, TenantSpec
 from control.core.types import ModelSpec, Request
 from control.executor import sources
-from control.executor.base import DeviceInfo, ModelRef
-from control.executor.local import ExecutorConfig, LocalExecutor
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from control.runtime.types import RunRequest

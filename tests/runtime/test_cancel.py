@@ -9,7 +9,7 @@ from control.core.actions import BatchItem as CoreItem
 from control.core.actions import Dispatch, InputBinding, Preempt
 from control.core.tenancy.cost import CostModel
 from control.core.types import InputRef
-from control.executor.base import ItemCompleted, ItemResult, StepKey, WorkerDown
+from control.executor.protocol import ItemCompleted, ItemResult, StepKey, WorkerDown
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.metrics import RuntimeMetrics

@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged
-from control.executor.base import ModelRef
+from control.executor.protocol import ModelRef
 from tests.runtime.conftest import make_runtime, run_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

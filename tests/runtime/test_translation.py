@@ -7,7 +7,7 @@ import pytest
 from control.core.actions import BatchItem as CoreItem
 from control.core.actions import InputBinding
 from control.core.types import InputRef
-from control.executor.base import InputRef as ExecRef
+from control.executor.protocol import InputRef as ExecRef
 from control.runtime import mapping
 from control.runtime.tools import RouterTool, SegmentTool, ToolInputError
 

@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from control.config import Settings
 from control.core.assembly import CoreBlueprint, build_core
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 from control.services.fleet_state import load_fleet_state
 from control.services.seed import seed_demo
 from db import models as m

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from control.config import Settings
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 from control.services.seed import seed_demo
 from control.services.whatif import scenario_from_db
 from db.session import make_engine, make_session_factory

@@ -17,7 +17,7 @@ class ManualClock:
     """Monotonic, performance and wall readings that move only by :meth:`advance`.
 
     ``monotonic`` and ``perf_counter`` start at ``start_s``; ``wall_time`` at ``wall_s``; all
-    advance together. Thread-safe (the executor reads it from its pump thread)."""
+    advance together. Thread-safe (the executor reads it from its reader thread)."""
 
     def __init__(self, start_s: float = 1_000.0, wall_s: float = EPOCH_S) -> None:
         self._lock = threading.Lock()

@@ -15,7 +15,7 @@ from control.executor.adapters.base import Adapter
 from control.executor.adapters.encoders import ClassifyAdapter, EmbedAdapter, RerankAdapter
 from control.executor.adapters.generate import GenerateAdapter
 from control.executor.adapters.tools import NoopAdapter, RouterAdapter, VectorSearchAdapter
-from control.executor.base import ExecutorError, ModelRef
+from control.executor.protocol import ExecutorError, ModelRef
 
 Factory = Callable[[ModelRef, torch.device, Path], Adapter]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from control.executor.base import BatchItem
+from control.executor.protocol import BatchItem
 
 
 @dataclass

@@ -65,7 +65,7 @@ from control.executor.adapters.base import (
 from control.executor.adapters.generate_chunks import GroupPrefill
 from control.executor.adapters.generate_join import DecodeLoop, OneBatch
 from control.executor.adapters.prefix_cache import KV, PrefixKvCache
-from control.executor.base import ExecutorError, GenParams
+from control.executor.protocol import ExecutorError, GenParams
 
 
 @dataclass

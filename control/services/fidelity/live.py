@@ -88,7 +88,7 @@ class SwappableLatency:
 
 
 def _runtime(cfg: FidelityConfig, scenario: Scenario, latency: LatencyModel, log: BatchLog):  # noqa: ANN202
-    from control.executor.local import ExecutorConfig, LocalExecutor
+    from control.executor.host import ExecutorConfig, LocalExecutor
     from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 
     executor = LocalExecutor(

@@ -18,7 +18,7 @@ from control.core.dag.spec import dag_from_dict
 from control.core.latency import LatencyModel, LatencyRow
 from control.core.tenancy.base import TenancyConfig, TenantSpec
 from control.core.types import ModelSpec
-from control.executor.base import DeviceInfo, ModelRef
+from control.executor.protocol import DeviceInfo, ModelRef
 from control.services.fidelity.config import (
     DEVICE_ID,
     MODEL_KEY,

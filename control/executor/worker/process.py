@@ -1,29 +1,22 @@
 """The worker process: one per device, holding loaded replicas and running their batches.
 
-Started by :class:`control.executor.local.LocalExecutor` with the ``spawn`` context (CUDA cannot
-fork; a fresh interpreter also keeps a crash contained). It talks to the executor over one duplex
-pipe; messages are tuples ``(kind, ...)`` (see ``_HANDLERS`` and the ``send`` calls).
+Started by the host through :func:`~control.executor.worker.main.worker_main`. It talks to the
+host over one duplex pipe in the messages of :mod:`control.executor.protocol.wire`.
 
 Threads, and why:
 
 * the main thread runs the messages of the inbox in order (batches one at a time, unloads,
-  exports); before a batch it sends ``("started", batch_id)`` so the executor can time it
-  against the batch's progress deadline (a batch still running past it counts as hung),
-  unless the batch message says not to (``announce`` False: the executor sent it to an idle
-  worker and timed it from its send, sparing a message per batch on the common path). The
-  one exception is continuous batching: while a generate replica's decode loop runs, batches
-  for the same replica at the head of the inbox join it at step boundaries (each ``started``
-  when it joins, reported when its own items are done); anything else at the head ends
-  joining (see :mod:`worker_batches`);
+  exports; see :mod:`.batches` for batches, and for the one exception: batches of a generate
+  replica joining its running decode loop at step boundaries);
 * the main thread also reads the pipe: while idle it waits in ``recv`` itself, so a batch
   that reaches an idle worker starts on the thread that woke for it (no hand-over between
   threads: on the worker's one pinned core each wake-up and GIL hand-over was ~50 us on every
   batch's way). After each message it queues whatever else waits in the pipe in the
-  :class:`~control.executor.inbox.Inbox` (without waiting for more), handling a ``cancel`` at
-  once, so items of batches that have not started can be taken out and reported
+  :class:`~control.executor.worker.inbox.Inbox` (without waiting for more), handling a
+  ``cancel`` at once, so items of batches that have not started can be taken out and reported
   ``cancelled`` before the next one starts. While it runs a batch, nobody waits on the pipe:
-  the next message is read when the batch ends (a decode loop reads at every step boundary,
-  see :mod:`worker_batches`), or by the heartbeat thread at its next beat (below);
+  the next message is read when the batch ends (a decode loop reads at every step boundary),
+  or by the heartbeat thread at its next beat (below);
 * a heartbeat thread sends a heartbeat every interval. It is separate from the main thread
   because one forward pass of an encoder cannot tick: a long batch must not look like death.
   Heartbeats therefore prove the PROCESS is alive (a crash stops them and closes the pipe);
@@ -35,76 +28,46 @@ Threads, and why:
   Loading is the cold path: it runs beside the hot replicas instead of in front of them, and
   needs no hand-over between processes because the weights land in this worker's own memory (on
   CUDA, in its own context). torch and safetensors release the GIL while reading and computing,
-  so a batch running during a load is slowed by the shared core, not stopped. A separate loader
-  process would avoid even that, at the price of copying every model across processes.
+  so a batch running during a load is slowed by the shared core, not stopped.
 
-Outputs of finished steps stay here, keyed by (run id, node id), until ``release`` or until the
-bound on held outputs pushes the oldest out; other workers receive them through ``export``.
+Outputs of finished steps stay here (:class:`~control.executor.worker.payloads.HeldOutputs`)
+until ``release`` or the bound on held outputs; other workers receive them through ``export``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pickle
 import queue
 import select
-import signal
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from control import clock
-from control.executor import transfer
-from control.executor.base import DeviceInfo, ModelRef
+from control.clock import SYSTEM_CLOCK, Clock
 from control.executor.heap import freeze_heap, thaw_heap
-from control.executor.inbox import Inbox
-from control.executor.worker_batches import BatchMixin
+from control.executor.protocol import Batch, DeviceInfo, ModelRef, wire
+from control.executor.worker import payloads
+from control.executor.worker.batches import BatchRunner, failed
+from control.executor.worker.inbox import Inbox
+from control.executor.worker.main import WorkerConfig
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class WorkerConfig:
-    heartbeat_s: float = 0.5  # interval between heartbeats; down after two missed
-    cache_dir: str = "var/models"  # converted and tiny models are kept here
-    torch_threads: int = 1  # torch threads in this worker (1: predictable CPU latency)
-    max_held_outputs: int = 10_000  # outputs kept for later steps before the oldest are dropped
+class Worker:
+    """One device's worker; ``clock`` times batches and loads (the system clock in a worker
+    process, see ``worker_main``; tests running a worker in-process may give their own)."""
 
-
-def worker_main(device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
-    """Entry point of the worker process; returns when told to stop or the pipe closes."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    # Ctrl-C in a terminal reaches the whole process group: the executor, not the worker,
-    # decides when a worker stops (it sends "stop", or kills a hung one).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if device.cpu_core is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {device.cpu_core})
-    import torch
-    import transformers
-
-    torch.set_num_threads(config.torch_threads)
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    # Import the adapters (transformers model classes, tokenizers) now, inside the start-up
-    # grace period: imported later by the loader thread, they hold the import lock and the
-    # GIL in long stretches (loading extension modules), which on a loaded machine starved
-    # the heartbeat thread past two intervals and got a healthy worker killed as hung.
-    import control.executor.adapters  # noqa: F401
-
-    freeze_heap()  # the worker's libraries stay out of full collections (control.executor.heap)
-    Worker(device, conn, config).serve()
-
-
-class Worker(BatchMixin):
-    def __init__(self, device: DeviceInfo, conn: Any, config: WorkerConfig) -> None:
+    def __init__(
+        self, device: DeviceInfo, conn: Any, config: WorkerConfig, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         import torch
 
-        self.device, self.conn, self.config = device, conn, config
+        self.device, self.conn, self.config, self.clock = device, conn, config, clock
         self.torch_device = torch.device(device.device_id if device.kind == "cuda" else "cpu")
         self.adapters: dict[str, Any] = {}
-        self.outputs: OrderedDict[tuple[str, str], dict] = OrderedDict()
+        self.outputs = payloads.HeldOutputs(config.max_held_outputs)
         self.send_lock = threading.Lock()
         self.loads: queue.Queue = queue.Queue()
         self.ready: queue.Queue = queue.Queue()
@@ -113,24 +76,29 @@ class Worker(BatchMixin):
         # the main thread holds it while it waits in recv, so the heartbeat thread then skips.
         self.reading = threading.Lock()
         self._poller: Any = None  # select.poll on the pipe, from serve() on
-        self.busy = False
+        self.batches = BatchRunner(device, self.torch_device, self.adapters, self.outputs,
+                                   self.send, self._joinable, clock)  # fmt: skip
         self.running = True
         self.stopped = threading.Event()
+
+    @property
+    def busy(self) -> bool:
+        """A batch runs on the main thread now."""
+        return self.batches.busy
 
     # ---- plumbing -----------------------------------------------------------------------------
 
     def send(self, msg: tuple) -> None:
-        # pickled by plain pickle and framed by send_bytes, as Connection.send would frame it
-        # (the executor's recv reads it unchanged), without ForkingPickler's copy of the whole
-        # copyreg table per message (see control.executor.sender.frame)
-        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        # framed by send_bytes as Connection.send would frame it (the host's recv reads it)
+        data = wire.encode(msg)
         with self.send_lock:
             self.conn.send_bytes(data)
 
     def heartbeat(self) -> None:
         adapters = list(self.adapters.items())  # a copy: the main thread may change the dict
         used = sum(a.memory_mib() for _, a in adapters)
-        self.send(("hb", os.getpid(), self.busy, tuple(sorted(r for r, _ in adapters)), used))
+        replicas = tuple(sorted(r for r, _ in adapters))
+        self.send((wire.HEARTBEAT, os.getpid(), self.busy, replicas, used))
 
     def serve(self) -> None:
         """Start the helper threads, then run messages in order until ``stop`` or a closed pipe."""
@@ -150,7 +118,7 @@ class Worker(BatchMixin):
                     with self.reading:
                         self.take_waiting()
         except (EOFError, OSError):
-            pass  # the executor went away: nothing left to serve
+            pass  # the host went away: nothing left to serve
         finally:
             self.stopped.set()
             self.loads.put(None)
@@ -175,7 +143,7 @@ class Worker(BatchMixin):
                 if not self._poller.poll(self.config.heartbeat_s * 1000):
                     return None
                 msg = self.conn.recv()
-        if msg[0] == "cancel":
+        if msg[0] == wire.CANCEL:
             self._cancel(msg[1])
             return None
         return msg
@@ -187,10 +155,20 @@ class Worker(BatchMixin):
             return
         while self._poller.poll(0):  # a frame started: recv reads it to its end
             msg = self.conn.recv()
-            if msg[0] == "cancel":
+            if msg[0] == wire.CANCEL:
                 self._cancel(msg[1])
             else:
                 self.inbox.put(msg)
+
+    def _joinable(self, replica_id: str) -> list[tuple]:
+        """The batch messages for ``replica_id`` at the head of the inbox, taken out, after
+        queueing what reached the pipe since the last decode step (see :mod:`.batches`)."""
+        with self.reading:
+            self.take_waiting()
+        found = []
+        while (msg := self.inbox.take_if(lambda m: _joins(m, replica_id))) is not None:
+            found.append(msg)
+        return found
 
     def _beat(self) -> None:
         """Heartbeat thread: one heartbeat per interval while the worker serves; then, if the
@@ -204,16 +182,15 @@ class Worker(BatchMixin):
                     finally:
                         self.reading.release()
             except (EOFError, OSError):
-                self.inbox.put(("stop",))  # the pipe closed: the main thread stops in order
+                self.inbox.put((wire.STOP,))  # the pipe closed: the main thread stops in order
                 return
 
     def _cancel(self, keys) -> None:  # noqa: ANN001
         for c in self.inbox.cancel(keys):
-            results = [
-                self._fail(c.batch, it, "cancelled before it started", False, "cancelled")
-                for it in c.items
-            ]
-            self.send(("cancelled", c.batch.batch_id, results, c.remaining))
+            dev = self.device.device_id
+            results = [failed(c.batch, it, dev, "cancelled before it started", False, "cancelled")
+                       for it in c.items]  # fmt: skip
+            self.send((wire.CANCELLED, c.batch.batch_id, results, c.remaining))
 
     # ---- loading ------------------------------------------------------------------------------
 
@@ -222,23 +199,25 @@ class Worker(BatchMixin):
 
         while (job := self.loads.get()) is not None:
             load_id, replica_id, ref = job
-            started = clock.perf_counter()
+            started = self.clock.perf_counter()
             try:
-                adapter = build_adapter(ref, self.torch_device, _cache_dir(self.config))
+                adapter = build_adapter(ref, self.torch_device, Path(self.config.cache_dir))
             except Exception as err:  # any load failure is reported, the worker lives on
                 log.exception("load of %s failed", replica_id)
-                self.send(("load_failed", load_id, replica_id, f"{type(err).__name__}: {err}"))
+                self.send((wire.LOAD_FAILED, load_id, replica_id, f"{type(err).__name__}: {err}"))
                 continue
-            load_ms = (clock.perf_counter() - started) * 1000.0
+            load_ms = (self.clock.perf_counter() - started) * 1000.0
             # Install before reporting, so a batch sent after the report finds the replica.
             self.ready.put((replica_id, adapter))
-            self.send(("loaded", load_id, replica_id, load_ms, adapter.memory_mib()))
+            self.send((wire.LOADED, load_id, replica_id, load_ms, adapter.memory_mib()))
 
     def _install_loaded(self) -> None:
         while not self.ready.empty():  # checked first: an exception per message cost more
             replica_id, adapter = self.ready.get_nowait()
             self.adapters[replica_id] = adapter
             freeze_heap()  # the new model's objects join the frozen start-up heap
+
+    # ---- messages -----------------------------------------------------------------------------
 
     def on_load(self, load_id: str, replica_id: str, ref: ModelRef) -> None:
         self.loads.put((load_id, replica_id, ref))
@@ -253,44 +232,42 @@ class Worker(BatchMixin):
             import torch
 
             torch.cuda.empty_cache()
-        self.send(("unloaded", replica_id, freed))
+        self.send((wire.UNLOADED, replica_id, freed))
 
-    # ---- outputs ------------------------------------------------------------------------------
+    def on_batch(self, batch: Batch, moved: dict, announce: bool = True) -> None:
+        self.batches.run(batch, moved, announce)
 
     def on_export(self, request_id: str, run_id: str, node_id: str, field: str) -> None:
-        held = self.outputs.get((run_id, node_id))
+        held = self.outputs.get(run_id, node_id)
         if held is None or field not in held:
-            self.send(("exported", request_id, None, f"output {run_id}/{node_id}.{field} not held"))
+            error = f"output {run_id}/{node_id}.{field} not held"
+            self.send((wire.EXPORTED, request_id, None, error))
             return
-        self.send(("exported", request_id, transfer.pack(held[field]), None))
+        self.send((wire.EXPORTED, request_id, payloads.pack(held[field]), None))
 
     def on_fetch(self, request_id: str, run_id: str, node_id: str) -> None:
-        held = self.outputs.get((run_id, node_id))
+        held = self.outputs.get(run_id, node_id)
         error = None if held is not None else f"output {run_id}/{node_id} not held"
-        self.send(("fetched", request_id, transfer.to_plain(held), error))
+        self.send((wire.FETCHED, request_id, payloads.to_plain(held), error))
 
     def on_release(self, *run_ids: str) -> None:
         """Drop the outputs of finished runs (one message may name several)."""
-        gone = set(run_ids)
-        for key in [k for k in self.outputs if k[0] in gone]:
-            del self.outputs[key]
+        self.outputs.release(set(run_ids))
 
     def on_stop(self) -> None:
         self.running = False
 
 
-def _cache_dir(config: WorkerConfig):
-    from pathlib import Path
-
-    return Path(config.cache_dir)
+def _joins(msg: tuple, replica_id: str) -> bool:
+    return msg[0] == wire.BATCH and msg[1].replica_id == replica_id
 
 
 _HANDLERS = {
-    "load": Worker.on_load,
-    "unload": Worker.on_unload,
-    "batch": Worker.on_batch,
-    "export": Worker.on_export,
-    "fetch": Worker.on_fetch,
-    "release": Worker.on_release,
-    "stop": Worker.on_stop,
+    wire.LOAD: Worker.on_load,
+    wire.UNLOAD: Worker.on_unload,
+    wire.BATCH: Worker.on_batch,
+    wire.EXPORT: Worker.on_export,
+    wire.FETCH: Worker.on_fetch,
+    wire.RELEASE: Worker.on_release,
+    wire.STOP: Worker.on_stop,
 }

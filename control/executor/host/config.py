@@ -1,14 +1,11 @@
-"""Configuration and bookkeeping records of :class:`~control.executor.local.LocalExecutor`."""
+"""Configuration of :class:`~control.executor.host.local.LocalExecutor` (read once, at its
+construction)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from control.executor import sources
-from control.executor.base import Batch, ModelRef
-from control.executor.breaker import BreakerConfig
+from control.executor.host.breaker import BreakerConfig
 
 
 @dataclass(frozen=True)
@@ -68,33 +65,3 @@ class ExecutorConfig:
             raise ValueError(f"ExecutorConfig.hang_multiple must be >= 1, got {self.hang_multiple}")
         if self.hang_floor_s <= 0:
             raise ValueError(f"ExecutorConfig.hang_floor_s must be > 0, got {self.hang_floor_s}")
-
-
-@dataclass
-class _PendingLoad:
-    future: concurrent.futures.Future
-    replica_id: str
-    device_id: str
-    ref: ModelRef
-    evicted: tuple[str, ...]
-
-
-@dataclass
-class _ParkedBatch:
-    """A batch waiting for inputs to arrive from other workers."""
-
-    device_id: str
-    batch: Batch
-    waiting: set[str]
-    moved: dict[tuple[str, str, str], object] = field(default_factory=dict)
-
-
-def estimate_mib(ref: ModelRef, cache_dir: Path) -> int:
-    """Planned MiB of a model from the weights already on disk (0 when not there yet)."""
-    if ref.source in ("minilm", "hf"):
-        return sources.estimate_mib(sources.resolve(ref, cache_dir))
-    if ref.source == "smollm2":
-        return sources.estimate_mib(cache_dir / "smollm2-135m-instruct")
-    if ref.source == "tiny":
-        return sources.estimate_mib(cache_dir / "tiny" / (ref.path or "gpt2"))
-    return 0

@@ -7,11 +7,16 @@ before dispatching a batch to the replica and reports each batch's outcome with
 closed --(failure_threshold consecutive failures)--> open --(cooldown_s elapsed)--> half_open
 half_open --(probe succeeds)--> closed;  half_open --(probe fails)--> open (cooldown restarts)
 In half_open exactly one batch (the probe) is let through until its outcome is recorded.
+
+:class:`Breakers` keeps one per replica for the host side of an executor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from control.executor.protocol import BreakerChanged
 
 
 @dataclass(frozen=True)
@@ -61,3 +66,30 @@ class CircuitBreaker:
                 self.state = "open"
                 self.opened_at = now
         return self.state if self.state != before else None
+
+
+class Breakers:
+    """One :class:`CircuitBreaker` per replica, made on first use; a change of state is
+    reported as a :class:`BreakerChanged` event through ``emit``."""
+
+    def __init__(self, config: BreakerConfig, emit: Callable[[BreakerChanged], None]) -> None:
+        self.config = config
+        self._emit = emit
+        self._by_replica: dict[str, CircuitBreaker] = {}
+
+    def of(self, replica_id: str) -> CircuitBreaker:
+        breaker = self._by_replica.get(replica_id)
+        if breaker is None:
+            breaker = self._by_replica[replica_id] = CircuitBreaker(self.config)
+        return breaker
+
+    def allow(self, replica_id: str, now: float) -> tuple[bool, str]:
+        """Whether a batch for ``replica_id`` may go now, and why (see CircuitBreaker.allow)."""
+        return self.of(replica_id).allow(now)
+
+    def record(self, replica_id: str, ok: bool, now: float) -> None:
+        """A batch of ``replica_id`` ended (ok: none of its items failed retriable)."""
+        changed = self.of(replica_id).record(ok, now)
+        if changed is not None:
+            reason = "probe succeeded" if changed == "closed" else "repeated batch failures"
+            self._emit(BreakerChanged(replica_id, changed, reason))

@@ -1,9 +1,12 @@
-"""Worker processes as the executor's parent sees them: start, watch, kill, restart.
+"""One worker process as the host sees it: start, health, status, kill.
 
-A :class:`WorkerHandle` is owned by :class:`control.executor.local.LocalExecutor` and touched
-only under its lock. Health is judged from three facts:
+A :class:`WorkerHandle` is owned by :class:`~control.executor.host.workers.Workers` and touched
+only under the executor's lock. Besides its process and pipe it keeps the batches sent to it
+(``inflight``) and those it runs now (``running``), each timed against its own deadline. Health
+is judged from three facts:
 
-* the process is alive (a crash is seen at the next pump tick, or at once as a closed pipe);
+* the process is alive (a crash is seen at the executor's next tick, or at once as a closed
+  pipe);
 * its last heartbeat is younger than two heartbeat intervals (a worker still starting gets
   ``startup_grace_s`` to send its first one, because spawning and importing torch takes
   seconds). Heartbeats come from a thread of their own, so they prove the process lives even
@@ -25,9 +28,9 @@ import multiprocessing as mp
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.executor.base import Batch, DeviceInfo, RunningBatch, WorkerStatus
-from control.executor.sender import PipeSender
-from control.executor.worker import WorkerConfig, worker_main
+from control.executor.host.sender import PipeSender
+from control.executor.protocol import Batch, DeviceInfo, RunningBatch, WorkerStatus, wire
+from control.executor.worker.main import WorkerConfig, worker_main
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +160,13 @@ class WorkerHandle:
         self.process, self.conn, self.up, self.running = None, None, False, {}
         self.sender = None
 
+    def exit_status(self) -> str:
+        """How its process ended, for a log line (waits up to 0.5 s for it to end)."""
+        if self.process is None:
+            return "no process"
+        self.process.join(timeout=0.5)
+        return f"exit code {self.process.exitcode}"
+
     def send(self, msg: tuple) -> bool:
         """Queue ``msg`` for the worker without blocking; False when there is no live pipe."""
         return self.sender is not None and self.sender.send(msg)
@@ -164,7 +174,7 @@ class WorkerHandle:
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the worker to stop, then make sure it did."""
         if self.sender is not None:  # after everything queued before it
-            self.sender.send(("stop",))
+            self.sender.send((wire.STOP,))
             self.sender.close(flush_timeout_s=timeout_s)
         if self.process is not None:
             self.process.join(timeout=timeout_s)

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from control.executor.base import Batch, BatchItem
+from control.executor.protocol import Batch, BatchItem, wire
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Inbox:
         with self._lock:
             kept: deque[tuple] = deque()
             for msg in self._queue:
-                if msg[0] != "batch" or not wanted & {i.idempotency_key for i in msg[1].items}:
+                if msg[0] != wire.BATCH or not wanted & {i.idempotency_key for i in msg[1].items}:
                     kept.append(msg)
                     continue
                 batch: Batch = msg[1]

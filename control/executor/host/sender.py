@@ -8,7 +8,7 @@ run on the driver's event loop, so a blocked send would delay every other reques
 :class:`PipeSender` takes messages at once and writes them, in order, from a thread of its own.
 
 A send that fails (the worker died, the pipe closed) marks the sender broken and drops what is
-queued: the pump sees the closed pipe and reports the worker's in-flight work as lost, which is
+queued: the host's reader sees the closed pipe and reports the worker's in-flight work as lost, which is
 what would have happened to the messages anyway.
 """
 
@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import socket
 import struct
 import threading
 from collections import deque
 from typing import Any
+
+from control.executor.protocol import wire
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +32,9 @@ _MAX_FRAME = 0x7FFFFFFF
 
 def frame(msg: tuple) -> bytes:
     """``msg`` as ``Connection.send`` frames it: a 4-byte big-endian length, then the pickle
-    (so the worker's ``Connection.recv`` reads it unchanged).
-
-    Pickled by plain ``pickle``, not the ``ForkingPickler`` that ``Connection.send`` uses: that
-    one copies the whole ``copyreg`` table per message for reducers of handles (sockets,
-    connections) that the executor never sends, which cost half again the pickling itself
-    (~8 us of ~20 for a one-item batch, once per batch on the driver's loop)."""
-    payload = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    of :func:`~control.executor.protocol.wire.encode` (so the worker's ``Connection.recv``
+    reads it unchanged)."""
+    payload = wire.encode(msg)
     if len(payload) > _MAX_FRAME:
         raise ValueError(f"message of {len(payload)} bytes is too large for one frame")
     return struct.pack("!i", len(payload)) + payload
@@ -54,7 +51,7 @@ class PipeSender:
     def __init__(self, conn: Any, name: str) -> None:
         self._conn = conn
         # A second socket object on a duplicate of the pipe's descriptor, for MSG_DONTWAIT
-        # sends; the pipe itself stays blocking for the pump's reads.
+        # sends; the pipe itself stays blocking for the reader's reads.
         self._sock = socket.socket(fileno=os.dup(conn.fileno()))
         self._cond = threading.Condition()
         self._queue: deque[bytes] = deque()

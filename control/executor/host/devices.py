@@ -5,7 +5,7 @@ split into CPU worker slots ``cpu:0..k-1``, one per usable core unless ``cpu_slo
 otherwise, each pinned to its own core (see :mod:`worker`); CPU slots share the machine's
 memory, so each gets an equal part of 80% of it.
 
-The serving process itself (gateway, driver, executor pump) keeps off the cores its CPU
+The serving process itself (gateway, driver, executor reader) keeps off the cores its CPU
 workers are pinned to when other cores remain (:func:`keep_host_off_worker_cores`): a worker
 woken for a batch would otherwise preempt the driver's loop thread mid-request (measured here:
 the loop stalled for the whole 1.6 ms batch, often holding the interpreter lock), and a busy
@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from control.executor.base import DeviceInfo
+from control.executor.protocol import DeviceInfo
 
 log = logging.getLogger(__name__)
 

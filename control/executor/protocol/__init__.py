@@ -1,0 +1,63 @@
+"""The executor's protocol: the values every side shares and the :class:`Executor` Protocol.
+
+One import place for the live runtime, the services, the twin and both sides of a backend:
+``from control.executor.protocol import Batch, ItemResult, Executor``. What a caller sends is
+in :mod:`.work`, what comes back in :mod:`.reports`, the methods a backend implements in
+:mod:`.executor`, and the messages the host and a worker process exchange in :mod:`.wire`.
+"""
+
+from control.executor.protocol.executor import Executor
+from control.executor.protocol.reports import (
+    FAILURE_CAUSES,
+    BreakerChanged,
+    EventListener,
+    ExecutorEvent,
+    ItemCompleted,
+    ItemResult,
+    LoadReport,
+    ReplicaEvicted,
+    RunningBatch,
+    TokenDelta,
+    WorkerDown,
+    WorkerStatus,
+    WorkerUp,
+)
+from control.executor.protocol.work import (
+    SOURCE_KINDS,
+    TASKS,
+    Batch,
+    BatchItem,
+    DeviceInfo,
+    ExecutorError,
+    GenParams,
+    InputRef,
+    ModelRef,
+    StepKey,
+)
+
+__all__ = [
+    "FAILURE_CAUSES",
+    "SOURCE_KINDS",
+    "TASKS",
+    "Batch",
+    "BatchItem",
+    "BreakerChanged",
+    "DeviceInfo",
+    "EventListener",
+    "Executor",
+    "ExecutorError",
+    "ExecutorEvent",
+    "GenParams",
+    "InputRef",
+    "ItemCompleted",
+    "ItemResult",
+    "LoadReport",
+    "ModelRef",
+    "ReplicaEvicted",
+    "RunningBatch",
+    "StepKey",
+    "TokenDelta",
+    "WorkerDown",
+    "WorkerStatus",
+    "WorkerUp",
+]

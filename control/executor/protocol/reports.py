@@ -1,0 +1,177 @@
+"""What the executor reports back: item results, load reports, worker status, and the events of
+:meth:`~control.executor.protocol.Executor.events` (and of the listener given to ``start``).
+
+All are frozen values, shared by every side: a worker builds the :class:`ItemResult` of each
+item it ran, the host side of an executor turns what its workers say into events, the live
+runtime consumes them, and the twin builds an :class:`ItemResult` per simulated item. Each
+submitted item completes exactly once as an :class:`ItemCompleted` (see
+:class:`~control.executor.protocol.Executor`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from control.core.frozen import fast_init
+from control.executor.protocol.work import ExecutorError, StepKey
+
+#: Why an item failed (``ItemResult.cause``):
+#: ``worker_down``: its worker crashed or its pipe closed (retriable elsewhere);
+#: ``hang``: its batch ran past its progress deadline and the worker was killed (retriable);
+#: ``unavailable``: the replica is not loaded, its breaker is open, or an input was lost with
+#: the worker that held it (retriable elsewhere);
+#: ``model_error``: the batch raised inside the model (retriable; repeated ones open the breaker);
+#: ``bad_input``: this item's inputs are unusable (final: running it again cannot help);
+#: ``cancelled``: cancelled before it started (final for this submission, never stored: a later
+#: submit of the same key runs).
+FAILURE_CAUSES: tuple[str, ...] = (
+    "worker_down",
+    "hang",
+    "unavailable",
+    "model_error",
+    "bad_input",
+    "cancelled",
+)
+
+
+@fast_init  # built per item by the twin (sim.executor) as well
+@dataclass(frozen=True)
+class ItemResult:
+    """Outcome of one item. The full output stays in the worker (see ``fetch_output``); a copy
+    comes back in ``output`` only when the item asked for it (``BatchItem.return_output``)."""
+
+    step: StepKey
+    idempotency_key: str
+    replica_id: str
+    device_id: str
+    ok: bool
+    error: str | None = None
+    retriable: bool = False  # True: the core may run it again elsewhere under the same key
+    input_tokens: int = 0
+    output_tokens: int = 0
+    device_ms: float = 0.0  # the batch's measured compute time, shared by its items
+    first_token_ms: float | None = None  # generate: batch start to this item's first token
+    prefix_hit_tokens: int = 0
+    label: str | None = None  # router/classify decision
+    item_count: int = 0  # vectors, documents or scores produced
+    batch_size: int = 1
+    replayed: bool = False  # a duplicate submit answered from the idempotency store
+    cause: str | None = None  # why it failed, one of FAILURE_CAUSES (None when ok)
+    output: Any = None  # the plain output value, only for items sent with ``return_output``
+
+    def __post_init__(self) -> None:
+        if self.ok and self.cause is not None:
+            raise ExecutorError(f"ItemResult.cause must be None when ok, got {self.cause!r}")
+        if self.cause is not None and self.cause not in FAILURE_CAUSES:
+            raise ExecutorError(f"ItemResult.cause {self.cause!r} is not one of {FAILURE_CAUSES}")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    replica_id: str
+    device_id: str
+    ok: bool
+    reason: str
+    load_ms: float = 0.0
+    memory_mib: int = 0
+    evicted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunningBatch:
+    """A batch a worker runs now, as its status shows it."""
+
+    batch_id: str
+    running_for_s: float  # since it started, or joined a running decode loop
+    deadline_s: float  # it counts as hung past this many seconds of running
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """The latest state of one worker (see ``Executor.heartbeat``).
+
+    ``running`` lists every batch its main thread runs now, in start order: one, or several
+    when batches of a generate replica joined its running decode loop (continuous batching).
+    """
+
+    device_id: str
+    pid: int | None
+    alive: bool
+    last_heartbeat_age_s: float
+    restarts: int
+    busy: bool
+    replicas: tuple[str, ...]
+    used_mib: int
+    running: tuple[RunningBatch, ...] = ()
+
+    @property
+    def running_batches(self) -> tuple[str, ...]:
+        """The ids of the running batches, in start order."""
+        return tuple(r.batch_id for r in self.running)
+
+    @property
+    def running_count(self) -> int:
+        return len(self.running)
+
+    @property
+    def running_batch(self) -> str | None:
+        """The batch started first of those running (the one its loop began with), or None."""
+        return self.running[0].batch_id if self.running else None
+
+
+# ---- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ItemCompleted:
+    result: ItemResult
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """A piece of streamed text of a generate item (in order; ``index`` counts from 0)."""
+
+    idempotency_key: str
+    step: StepKey
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class WorkerDown:
+    """A worker crashed or stopped heartbeating; its replicas and held outputs are gone."""
+
+    device_id: str
+    reason: str
+    lost_replicas: tuple[str, ...]
+    failed_items: tuple[str, ...]  # idempotency keys reported failed-retriable
+
+
+@dataclass(frozen=True)
+class WorkerUp:
+    device_id: str
+    pid: int
+    restarts: int
+
+
+@dataclass(frozen=True)
+class ReplicaEvicted:
+    replica_id: str
+    device_id: str
+    freed_mib: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class BreakerChanged:
+    replica_id: str
+    state: str  # "closed" | "open" | "half_open"
+    reason: str
+
+
+ExecutorEvent = ItemCompleted | TokenDelta | WorkerDown | WorkerUp | ReplicaEvicted | BreakerChanged
+
+#: Called with every event, in order, on the thread the executor delivers on (see ``start``).
+EventListener = Callable[[ExecutorEvent], None]
