@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from control import native
 from control.commands import register_all
 from control.config import get_settings
 
@@ -117,6 +118,9 @@ register_all(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
+    # The commands that run the core (sim, api, serve, profile, loadgen) run the compiled one
+    # when a current native build exists; the command modules import none of it at import time.
+    native.install()
     app(prog_name="legato")
 
 
