@@ -27,6 +27,15 @@ db_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 
+
+@app.callback()
+def _native_core() -> None:
+    # Runs before every command: those that run the core (sim, api, serve, profile, loadgen)
+    # get the compiled one when a current native build exists. The command modules import
+    # none of the core at import time, so nothing compiled is imported before this.
+    native.install()
+
+
 T = TypeVar("T")
 
 
@@ -118,9 +127,6 @@ register_all(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    # The commands that run the core (sim, api, serve, profile, loadgen) run the compiled one
-    # when a current native build exists; the command modules import none of it at import time.
-    native.install()
     app(prog_name="legato")
 
 

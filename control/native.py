@@ -10,8 +10,8 @@ compiled and logs one warning naming the first stale file and the command to reb
 at all is the normal case and says nothing.
 
 Nothing is installed as a side effect of an import: the entry points that want the compiled
-core call :func:`install` before they import it (the ``legato`` command in
-``control.cli.main``, the benches of the core and the twin, the test suite's ``conftest``), and
+core call :func:`install` before they import it (the ``legato`` command, before any of its
+commands runs; the benches of the core and the twin; the test suite's ``conftest``), and
 a body that a spawned process runs is marked :func:`entry_point` (the what-if and fidelity
 workers). ``LEGATO_NATIVE=0`` disables it. :func:`active` tells benches and ``legato`` which
 core runs. This module is itself never compiled, and imports nothing of ours.

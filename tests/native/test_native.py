@@ -134,8 +134,8 @@ def test_the_legato_command_activates_it_before_any_command_imports_the_core():
     got = _run(
         "import json, sys, control.cli as cli, control.native as n\n"
         "early = sorted(m for m in sys.modules if m.startswith(('control.core', 'sim')))\n"
-        "sys.argv = ['legato', '--help']\n"
-        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        "sys.argv = ['legato', 'sim', '--help']\n"  # the console script calls cli.app
+        "try:\n    cli.app(prog_name='legato')\nexcept SystemExit:\n    pass\n"
         "print(json.dumps({'early': early, 'installed': n._state['installed']}))"
     )
     assert got == {"early": [], "installed": True}
