@@ -25,6 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.clock import perf_counter, process_time  # noqa: E402
 from control.core.actions import Dispatch  # noqa: E402
 from control.core.assembly import CoreBlueprint, build_core  # noqa: E402
@@ -155,6 +159,7 @@ def main() -> None:
         "growth_cpu_us_per_decision_512_over_8": round(
             results[512]["cpu_us_per_decision_p50"] / results[8]["cpu_us_per_decision_p50"], 2
         ),
+        "native_core": native.active(),  # the compiled core (``make native``) or the sources
     }
     print(json.dumps(out))
 

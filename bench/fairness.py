@@ -35,6 +35,10 @@ from pathlib import Path
 # run as `python bench/fairness.py` from the repo root: make the project importable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.core.actions import Dispatch, LoadModel, Reject, RunFinished, StepPlan  # noqa: E402
 from control.core.assembly import CoreBlueprint, build_core  # noqa: E402
 from control.core.dag.spec import dag_from_dict  # noqa: E402

@@ -48,6 +48,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 import torch  # noqa: E402
 import uvicorn  # noqa: E402
 

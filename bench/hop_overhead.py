@@ -25,6 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.clock import perf_counter  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402

@@ -31,6 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.clock import perf_counter, process_time  # noqa: E402
 from control.core.placement import (  # noqa: E402
     ClusterSnapshot,
@@ -140,6 +144,7 @@ def main() -> None:
         "naive_replicas": sum(p.replicas for p in naive.placements),
     }
     out.update(rag_twin())
+    out["native_core"] = native.active()  # the compiled core (``make native``) or the sources
     print(json.dumps(out))
 
 

@@ -23,6 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.clock import perf_counter, process_time  # noqa: E402
 from sim.runner import SeedRun, prepare_seed, run_seed  # noqa: E402
 from sim.scenario import Scenario  # noqa: E402

@@ -1,6 +1,2 @@
-"""The control plane. Importing it installs the native twin core when a current build exists
-(see ``control.native``; ``LEGATO_NATIVE=0`` turns it off)."""
-
-from control import native
-
-native.install()
+"""The control plane. Importing it activates nothing: the entry points that want the compiled
+twin core call ``control.native.install()`` first (see ``control.native``)."""

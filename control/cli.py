@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from control import native
 from control.commands import register_all
 from control.config import get_settings
 
@@ -25,6 +26,15 @@ db_app = typer.Typer(
     help="The control-plane database: migrations and drift checks.", no_args_is_help=True
 )
 app.add_typer(db_app, name="db")
+
+
+@app.callback()
+def _native_core() -> None:
+    # Runs before every command: those that run the core (sim, api, serve, profile, loadgen)
+    # get the compiled one when a current native build exists. The command modules import
+    # none of the core at import time, so nothing compiled is imported before this.
+    native.install()
+
 
 T = TypeVar("T")
 

@@ -2,9 +2,14 @@
 
 Compiles the decision core (``control/core``) and the twin's hot modules into ONE mypyc group
 (compiled modules call each other natively) under ``var/native/`` (git-ignored), never next to
-the sources, and writes ``manifest.json``: the sha256 of every compiled source, taken BEFORE
-the build starts. ``control.native`` loads the build only while every listed source still
+the sources, and writes ``manifest.json``: the sha256 of every compiled source, of the bytes the
+build compiled. ``control.native`` loads the build only while every listed source still
 matches, so an edit made during or after a build can never run stale code.
+
+mypyc compiles a copy of the packages in the scratch folder, not the sources themselves: in the
+copy, each value class declared with ``@value``/``@record`` is a dataclass with a written
+constructor (``control.native_source``), which mypyc compiles into direct stores. The copy keeps
+every line number, so tracebacks from compiled code point at the real sources.
 
 The build goes to a scratch folder and replaces ``var/native`` only when it succeeded; a failed
 build removes the old one (it no longer matches what was asked for). The C files are compiled in
@@ -19,6 +24,7 @@ build it is replacing.)
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -29,14 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from control.clock import perf_counter
-from control.native import GROUP, MANIFEST, NATIVE_DIR, ROOT, StaleBuild, check, source_digest
+from control.native import GROUP, MANIFEST, NATIVE_DIR, ROOT, StaleBuild, check
+from control.native_source import rewrite
 
 #: Twin modules compiled with the core: the simulated executor and the recorder. The driver
 #: (``sim/driver.py``) stays interpreted: tests drive it with stand-in cores and executors,
 #: which compiled code would refuse (it checks argument types at run time).
 SIM_MODULES = ("sim/executor.py", "sim/metrics.py", "sim/continuous.py")
-#: Core modules left interpreted: exception classes derive from builtins (mypyc cannot).
-SKIPPED = {"control/core/errors.py"}
+#: Core modules left interpreted: exception classes derive from builtins (mypyc cannot); the
+#: value-class decorators carry ``typing.dataclass_transform``'s marker, which a compiled function
+#: cannot (they run at import only: the compiled copy declares its classes without them).
+SKIPPED = {"control/core/errors.py", "control/core/values.py"}
+#: Packages copied for mypyc to compile from (the compiled modules and what they import).
+PACKAGES = ("control", "sim")
 BUILD_LOG = NATIVE_DIR.parent / "native-build.log"
 
 
@@ -90,13 +101,13 @@ def build(jobs: int) -> Path:
     from setuptools import setup
 
     sources = compiled_sources()
-    digests = {src: source_digest(ROOT / src) for src in sources}  # before compiling
     NATIVE_DIR.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(NATIVE_DIR, ignore_errors=True)
     scratch = Path(tempfile.mkdtemp(prefix="native.", dir=NATIVE_DIR.parent))
+    copy, digests = scratch / "src", _compiled_copy(scratch / "src", sources)
     cwd = os.getcwd()
     try:
-        os.chdir(ROOT)  # mypyc names modules after paths relative to the working directory
+        os.chdir(copy)  # mypyc names modules after paths relative to the working directory
         extensions = mypycify(
             sources, opt_level="3", multi_file=True, group_name=GROUP,
             target_dir=str(scratch / "c"),
@@ -118,11 +129,30 @@ def build(jobs: int) -> Path:
         "cache_tag": sys.implementation.cache_tag,
         "modules": modules,
     }
-    shutil.rmtree(scratch / "c")
-    shutil.rmtree(scratch / "obj")
+    for done in ("c", "obj", "src"):
+        shutil.rmtree(scratch / done)
     (scratch / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     scratch.rename(NATIVE_DIR)
     return NATIVE_DIR
+
+
+def _compiled_copy(dest: Path, sources: list[str]) -> dict[str, str]:
+    """Copy the Python files of :data:`PACKAGES` to ``dest``, each compiled source as
+    :func:`~control.native_source.rewrite` makes it. Returns the sha256 of each compiled
+    source, of the very bytes copied (what the manifest records)."""
+    digests = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            data = path.read_bytes()
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if rel in sources:
+                digests[rel] = hashlib.sha256(data).hexdigest()
+                target.write_text(rewrite(data.decode(), rel))
+            else:
+                target.write_bytes(data)
+    return digests
 
 
 def _is_current() -> bool:

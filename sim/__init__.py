@@ -1,4 +1,3 @@
-"""The SimPy digital twin. ``control`` is imported first so that the native-core hook is in place
-before any twin module is (some are compiled with the core; see ``control.native``)."""
-
-import control  # noqa: F401  (installs the native hook)
+"""The SimPy digital twin. Some of its modules are compiled with the core: an entry point that
+wants the compiled ones calls ``control.native.install()`` before importing them (see
+``control.native``)."""

@@ -25,6 +25,7 @@ from control.core.actions import Dispatch, LoadModel
 from control.core.latency import LatencyModel
 from control.core.routing.transfer import TransferCosts
 from control.core.types import BLOCK_TOKENS, BatchResult, DeviceSpec, ModelSpec, StepResult
+from control.core.values import record, value
 from control.executor.protocol import ItemResult, StepKey
 from sim.continuous import Joiner
 from sim.executor_models import PrefixCache, route_label, service_factor
@@ -68,7 +69,7 @@ class SimExecutorConfig:
                 raise ValueError(f"SimExecutorConfig.{name}={getattr(self, name)}: must be >= 0")
 
 
-@dataclass(frozen=True)
+@value
 class Completion:
     """What a dispatched batch produces, and when (offsets from its dispatch, microseconds)."""
 
@@ -79,22 +80,8 @@ class Completion:
     #: ran in its replica's continuous decode loop: its time overlaps the other batches there
     joined: bool = False
 
-    def __init__(
-        self,
-        result: BatchResult,
-        records: tuple[ItemResult, ...],
-        duration_us: int,
-        first_token_us: int | None,
-        joined: bool = False,
-    ) -> None:
-        object.__setattr__(self, "result", result)
-        object.__setattr__(self, "records", records)
-        object.__setattr__(self, "duration_us", duration_us)
-        object.__setattr__(self, "first_token_us", first_token_us)
-        object.__setattr__(self, "joined", joined)
 
-
-@dataclass(slots=True)  # not frozen: built per batch, and frozen init costs more
+@record
 class _Work:
     """A model batch's device work, before a replica schedules it (microseconds)."""
 
@@ -105,24 +92,6 @@ class _Work:
     decode: int  # alone on the replica, scatter applied
     out: int  # tokens its longest output generates
     factor: float  # its scatter (1.0 without)
-
-    def __init__(
-        self,
-        dev: DeviceSpec,
-        hits: list[int],
-        move: int,
-        prefill: int,
-        decode: int,
-        out: int,
-        factor: float,
-    ) -> None:
-        self.dev = dev
-        self.hits = hits
-        self.move = move
-        self.prefill = prefill
-        self.decode = decode
-        self.out = out
-        self.factor = factor
 
 
 try:  # mypy is a build dependency only (``make native``); without it the marker does nothing

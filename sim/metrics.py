@@ -24,10 +24,11 @@ from control.core.engine import ControlCore
 from control.core.tenancy.cost import CostModel
 from control.core.tenancy.metrics import ServiceSample
 from control.core.types import Request
+from control.core.values import record
 from sim.executor import Completion
 
 
-@dataclass(slots=True)
+@record
 class RequestRecord:
     arrival: float
     tenant: str
@@ -36,24 +37,6 @@ class RequestRecord:
     first_token: float | None
     end: float | None
     status: str  # "running" | "succeeded" | "failed" | "preempted" | "timed_out" | "rejected"
-
-    def __init__(
-        self,
-        arrival: float,
-        tenant: str,
-        workflow: str,
-        deadline: float | None,
-        first_token: float | None,
-        end: float | None,
-        status: str,
-    ) -> None:
-        self.arrival = arrival
-        self.tenant = tenant
-        self.workflow = workflow
-        self.deadline = deadline
-        self.first_token = first_token
-        self.end = end
-        self.status = status
 
 
 def _busy_table() -> dict[str, dict[int, float]]:

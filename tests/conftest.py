@@ -25,9 +25,15 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from control import native
 from db import migrate
 from db.base import Base
 from db.session import make_engine, make_session_factory, normalize_url
+
+# The suite runs the compiled core when a current native build exists (``make test`` builds it
+# first), as the ``legato`` command does: activated before any test imports the core (nothing
+# imported above does).
+native.install()
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from control.core.frozen import keeps_dict
+from control.core.values import keeps_dict
 
 
 class LatencyModel(Protocol):

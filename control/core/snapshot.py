@@ -13,9 +13,9 @@ from types import MappingProxyType
 from typing import Any
 
 from control.core.context import CoreState
-from control.core.frozen import keeps_dict
 from control.core.state import QueuedStep, ReplicaRecord, RunRecord
 from control.core.tenancy.base import QueuePositions
+from control.core.values import keeps_dict
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from control.core.dag.spec import NodeSpec
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.tenancy.base import QueuedWork
 from control.core.types import DeviceSpec, ModelSpec, ReplicaState, Request
+from control.core.values import record
 
 
 class QueuedStep:
@@ -181,7 +182,7 @@ class DeviceRecord:
         return self.spec.memory_mib - self.used_mib
 
 
-@dataclass
+@record
 class InflightBatch:
     batch_id: str
     replica_id: str | None
@@ -190,24 +191,8 @@ class InflightBatch:
     dispatched_at: float
     predicted_us: int
 
-    def __init__(
-        self,
-        batch_id: str,
-        replica_id: str | None,
-        model_key: str | None,
-        items: dict[str, QueuedStep],
-        dispatched_at: float,
-        predicted_us: int,
-    ) -> None:
-        self.batch_id = batch_id
-        self.replica_id = replica_id
-        self.model_key = model_key
-        self.items = items
-        self.dispatched_at = dispatched_at
-        self.predicted_us = predicted_us
 
-
-@dataclass
+@record
 class RunRecord:
     request: Request
     dag_run: DagRun
@@ -217,26 +202,6 @@ class RunRecord:
     used_cost_units: int = 0
     finished: bool = False
     status: str = "running"
-
-    def __init__(
-        self,
-        request: Request,
-        dag_run: DagRun,
-        started_at: float,
-        borrowed: bool = False,
-        used_tokens: int = 0,
-        used_cost_units: int = 0,
-        finished: bool = False,
-        status: str = "running",
-    ) -> None:
-        self.request = request
-        self.dag_run = dag_run
-        self.started_at = started_at
-        self.borrowed = borrowed
-        self.used_tokens = used_tokens
-        self.used_cost_units = used_cost_units
-        self.finished = finished
-        self.status = status
 
 
 class Cluster:

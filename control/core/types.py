@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-from control.core.frozen import fast_init, keeps_dict
+from control.core.values import keeps_dict, value
 
 #: Model tasks a workflow node can run.
 TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
@@ -155,7 +155,7 @@ class Request:
         )
 
 
-@dataclass(frozen=True)
+@value
 class InputRef:
     """Where one input of a step lives: a field of an upstream output held on a device.
 
@@ -170,27 +170,8 @@ class InputRef:
     replica_id: str | None
     chunk: int | None = None
 
-    def __init__(
-        self,
-        run_id: str,
-        node_id: str,
-        field: str,
-        device_id: str | None,
-        replica_id: str | None,
-        chunk: int | None = None,
-    ) -> None:
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "node_id", node_id)
-        object.__setattr__(self, "field", field)
-        object.__setattr__(self, "device_id", device_id)
-        object.__setattr__(self, "replica_id", replica_id)
-        object.__setattr__(self, "chunk", chunk)
 
-
-fast_init(InputRef)
-
-
-@dataclass(frozen=True)
+@value
 class StepResult:
     """What the executor reports for one item of a finished batch (small metadata only)."""
 
@@ -204,44 +185,11 @@ class StepResult:
     item_count: int | None = None  # a split source's number of items (feeds a map node)
     error: str | None = None
 
-    def __init__(
-        self,
-        key: str,
-        ok: bool = True,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        prefix_hit_blocks: int = 0,
-        first_token: bool = False,
-        route_label: str | None = None,
-        item_count: int | None = None,
-        error: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "ok", ok)
-        object.__setattr__(self, "input_tokens", input_tokens)
-        object.__setattr__(self, "output_tokens", output_tokens)
-        object.__setattr__(self, "prefix_hit_blocks", prefix_hit_blocks)
-        object.__setattr__(self, "first_token", first_token)
-        object.__setattr__(self, "route_label", route_label)
-        object.__setattr__(self, "item_count", item_count)
-        object.__setattr__(self, "error", error)
 
-
-fast_init(StepResult)
-
-
-@dataclass(frozen=True)
+@value
 class BatchResult:
     """Completion of one dispatched batch; ``device_us`` is the measured device time."""
 
     batch_id: str
     device_us: int
     items: tuple[StepResult, ...]
-
-    def __init__(self, batch_id: str, device_us: int, items: tuple[StepResult, ...]) -> None:
-        object.__setattr__(self, "batch_id", batch_id)
-        object.__setattr__(self, "device_us", device_us)
-        object.__setattr__(self, "items", items)
-
-
-fast_init(BatchResult)

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from control import native
 from control.services.analysis import WhatIfService
 from control.services.errors import ValidationError
 from control.services.fleet_state import FleetState, load_fleet_state
@@ -135,6 +136,7 @@ def prepare_scenario(factory: sessionmaker[Session], scenario: Mapping[str, Any]
     return out
 
 
+@native.entry_point  # the spawned worker replays in the compiled twin core when there is one
 def run_whatif(database_url: str, run_id: int) -> None:
     """Worker body: run the stored scenario and variants, report progress, finish the run.
     Any error ends the run as failed with the error's text (never raises)."""

@@ -1,8 +1,11 @@
 """The native twin core (``control.native``): used only when the build matches every source,
-never when ``LEGATO_NATIVE=0``, and when used it decides exactly as the pure-Python core."""
+never when ``LEGATO_NATIVE=0``, only where an entry point installs it (never as a side effect of
+``import control``), and when used it decides exactly as the pure-Python core, with value
+classes whose compiled constructors build the same values and pickle across the two builds."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -84,16 +87,22 @@ def test_a_module_imported_before_the_hook_keeps_the_whole_build_out(tmp_path):
     assert "sim.beta" in (decision.warning or "")
 
 
-def _which_core(env: dict[str, str]) -> dict:
-    code = (
-        "import json, control.native as n, sim.executor as d, control.core.engine as e; "
-        "print(json.dumps({'active': n.active(), 'files': [d.__file__, e.__file__]}))"
-    )
+def _run(code: str, env: dict[str, str] | None = None, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter at the repository root; its last line is JSON."""
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env},
-        capture_output=True, text=True, timeout=120, check=True,
+        [sys.executable, "-c", code, *args], cwd=ROOT, env={**os.environ, **(env or {})},
+        capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
-    return json.loads(out.stdout)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _which_core(env: dict[str, str]) -> dict:
+    return _run(
+        "import json, control.native as n; n.install(); "
+        "import sim.executor as d, control.core.engine as e; "
+        "print(json.dumps({'active': n.active(), 'files': [d.__file__, e.__file__]}))",
+        env,
+    )
 
 
 def test_legato_native_0_runs_the_python_sources():
@@ -102,10 +111,72 @@ def test_legato_native_0_runs_the_python_sources():
     assert all(f.endswith(".py") for f in got["files"])
 
 
-needs_build = pytest.mark.skipif(
-    not native.active(),
-    reason=f"no current native build in this process: {native.why()}",
-)
+def _current_build() -> str | None:
+    """Why there is no current native build of this tree (None: there is one)."""
+    try:
+        return None if native.check() else "no native build (`make native` builds one)"
+    except native.StaleBuild as exc:
+        return f"stale native build: {exc}"
+
+
+needs_build = pytest.mark.skipif(_current_build() is not None, reason=str(_current_build()))
+
+
+def test_importing_control_and_the_twin_activates_nothing():
+    got = _run(
+        "import json, control, sim, control.native as n, control.core.engine as e, sim.executor; "
+        "print(json.dumps({'installed': n._state['installed'], 'file': e.__file__}))"
+    )
+    assert got == {"installed": False, "file": str(ROOT / "control/core/engine.py")}
+
+
+def test_the_legato_command_activates_it_before_any_command_imports_the_core():
+    got = _run(
+        "import json, sys, control.cli as cli, control.native as n\n"
+        "early = sorted(m for m in sys.modules if m.startswith(('control.core', 'sim')))\n"
+        "sys.argv = ['legato', 'sim', '--help']\n"  # the console script calls cli.app
+        "try:\n    cli.app(prog_name='legato')\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps({'early': early, 'installed': n._state['installed']}))"
+    )
+    assert got == {"early": [], "installed": True}
+
+
+def _installs_before_the_core(path: Path) -> bool | None:
+    """Whether the script ``path`` calls ``native.install()`` before importing anything of
+    ours but ``control.native``/``control.clock`` (None: it imports nothing else of ours)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Expr) and ast.unparse(node.value) == "native.install()":
+            return True
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        ours = [n for n in names if n.split(".")[0] in ("control", "sim", "tests", "db", "app")]
+        if any(n not in ("control.native", "control.clock") for n in ours):
+            return False
+    return None
+
+
+@pytest.mark.parametrize("bench", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_of_the_core_activates_it_before_importing_it(bench):
+    if "control.core" in bench.read_text() or "from sim" in bench.read_text():
+        assert _installs_before_the_core(bench) is True
+
+
+def test_a_spawned_entry_point_activates_it_before_importing_its_module(tmp_path):
+    import multiprocessing
+
+    from tests.native.spawned import report
+
+    out = tmp_path / "child.json"
+    proc = multiprocessing.get_context("spawn").Process(target=report, args=(str(out),))
+    proc.start()
+    proc.join(120)
+    got = json.loads(out.read_text())
+    assert got["installed"] is True
+    assert got["active"] is (_current_build() is None)
+    assert got["engine"].endswith(".py") is not got["active"]
 
 
 @needs_build
@@ -117,6 +188,8 @@ def test_the_active_native_core_is_the_compiled_one():
 
 _GOLDEN_REPORT = """
 import json
+from control import native
+native.install()
 from sim.scenario_io import read_scenario_dict
 from sim.whatif import compare
 raw = read_scenario_dict("agent_dag")
@@ -127,13 +200,58 @@ print(json.dumps({"digest": base.digest(), "reports": reports}, sort_keys=True))
 
 
 def _golden_report(env: dict[str, str]) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", _GOLDEN_REPORT], cwd=ROOT, env={**os.environ, **env},
-        capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout)
+    return _run(_GOLDEN_REPORT, env)
 
 
 @needs_build
 def test_native_and_pure_python_cores_give_the_same_golden_scenario_report():
     assert _golden_report({}) == _golden_report({"LEGATO_NATIVE": "0"})
+
+
+_VALUES = """
+import json, pickle, sys
+from control import native
+native.install()
+from control.core.actions import BatchItem, Dispatch, InputBinding, StepPlan
+from control.core.tenancy.base import QueuedWork
+from control.core.types import InputRef, StepResult
+from sim.metrics import RequestRecord
+ref = InputRef("r", "n", "text", "d0", "rep", 2)
+binding = InputBinding("text", (ref,))
+item = BatchItem("r/n/1", "r", "n", 1, None, "r/n", "embed", (binding,), 10, 4, (7,), 1, {"k": 1})
+plan = StepPlan(1.5, (Dispatch("b", "rep", "m:1", None, ("d0",), (item,), 16, 900, "why"),), {})
+values = [plan, StepResult("r/n/1", output_tokens=3), QueuedWork("k", "r", "t", "batch", 0.5, 7),
+          RequestRecord(0.5, "t", "w", None, 1.0, 2.0, "succeeded")]
+theirs = pickle.loads(bytes.fromhex(sys.argv[1])) if len(sys.argv) > 1 else values
+print(json.dumps({"active": native.active(), "same": theirs == values,
+                  "pickled": pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL).hex()}))
+"""
+
+
+@needs_build
+def test_a_value_pickled_by_one_build_loads_in_the_other():
+    pure, compiled = _run(_VALUES, {"LEGATO_NATIVE": "0"}), _run(_VALUES)
+    assert (pure["active"], compiled["active"]) == (False, True)
+    assert _run(_VALUES, {}, pure["pickled"])["same"] is True
+    assert _run(_VALUES, {"LEGATO_NATIVE": "0"}, compiled["pickled"])["same"] is True
+
+
+@needs_build
+def test_the_compiled_value_classes_have_compiled_constructors():
+    """The written constructors of the compiled copy, not dataclasses' generated (interpreted)
+    ones, are what the native build's value classes run."""
+    got = _run(
+        "import ast, json, types, importlib\n"
+        "from control import native\n"
+        "native.install()\n"
+        "from control.native_build import compiled_sources\n"
+        "from control.native_source import declarations\n"
+        "found = {}\n"
+        "for rel in compiled_sources():\n"
+        "    for node, _ in declarations(ast.parse(open(rel).read()), rel):\n"
+        "        cls = getattr(importlib.import_module(rel[:-3].replace('/', '.')), node.name)\n"
+        "        found[node.name] = isinstance(vars(cls)['__init__'], types.FunctionType)\n"
+        "print(json.dumps({'active': native.active(), 'interpreted': found}))"
+    )
+    assert got["active"] is True and len(got["interpreted"]) >= 37
+    assert not any(got["interpreted"].values()), got["interpreted"]

@@ -8,11 +8,10 @@ takes a prefix of it and never reorders. ``deadline`` tells the engine when to s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from control.core.frozen import fast_init
 from control.core.types import ModelSpec
+from control.core.values import value
 
 
 class QueuedItem(Protocol):
@@ -21,19 +20,11 @@ class QueuedItem(Protocol):
     input_tokens: int
 
 
-@dataclass(frozen=True)
+@value
 class FormedBatch:
     count: int  # take this many items from the front of the ordered queue
     padded_tokens: int  # longest prompt in the batch x count
     reason: str
-
-    def __init__(self, count: int, padded_tokens: int, reason: str) -> None:
-        object.__setattr__(self, "count", count)
-        object.__setattr__(self, "padded_tokens", padded_tokens)
-        object.__setattr__(self, "reason", reason)
-
-
-fast_init(FormedBatch)
 
 
 class BatchPolicy(Protocol):

@@ -8,14 +8,13 @@ where or when steps run: that is the engine's job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from control.core.actions import InputBinding
 from control.core.dag.compiled import CompiledDag
 from control.core.dag.spec import INPUT_NODE, EdgeSpec, NodeSpec
-from control.core.frozen import fast_init
 from control.core.types import InputRef
+from control.core.values import value
 
 
 class NodeState(StrEnum):
@@ -30,7 +29,7 @@ class NodeState(StrEnum):
 _TERMINAL = (NodeState.DONE, NodeState.SKIPPED, NodeState.FAILED)
 
 
-@dataclass(frozen=True)
+@value
 class StepRef:
     """One attempt of one node (one chunk of a map node) of a run."""
 
@@ -44,29 +43,6 @@ class StepRef:
     #: earlier attempts of this node (chunk) lost with their device; they do not count
     #: against the node's ``retries``
     losses: int = 0
-
-    def __init__(
-        self,
-        key: str,
-        run_id: str,
-        node_id: str,
-        chunk: int | None,
-        attempt: int,
-        idempotency_key: str,
-        inputs: tuple[InputBinding, ...],
-        losses: int = 0,
-    ) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "node_id", node_id)
-        object.__setattr__(self, "chunk", chunk)
-        object.__setattr__(self, "attempt", attempt)
-        object.__setattr__(self, "idempotency_key", idempotency_key)
-        object.__setattr__(self, "inputs", inputs)
-        object.__setattr__(self, "losses", losses)
-
-
-fast_init(StepRef)
 
 
 class DagRun:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from control.core.frozen import fast_init
+from control.core.values import value
 
 
 @dataclass(frozen=True)
@@ -26,21 +26,12 @@ class StealConfig:
     )
 
 
-@dataclass(frozen=True)
+@value
 class StealDecision:
     steal: bool
     saved_us: int
     price_us: int
     reason: str
-
-    def __init__(self, steal: bool, saved_us: int, price_us: int, reason: str) -> None:
-        object.__setattr__(self, "steal", steal)
-        object.__setattr__(self, "saved_us", saved_us)
-        object.__setattr__(self, "price_us", price_us)
-        object.__setattr__(self, "reason", reason)
-
-
-fast_init(StealDecision)
 
 
 def price_steal(

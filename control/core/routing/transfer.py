@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from control.core.types import DeviceSpec
+from control.core.values import value
 
 
-@dataclass(frozen=True)
+@value
 class TransferCosts:
     same_device_us: int = field(default=0, metadata={"help": "input already on the device"})
     same_group_us: int = field(default=100, metadata={"help": "same interconnect group (NVLink)"})

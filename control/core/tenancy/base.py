@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Protocol
 
-from control.core.frozen import fast_init, keeps_dict
+from control.core.values import keeps_dict, value
 
 #: Priority classes, most urgent first. Order within a tenant follows this rank.
 PRIORITY_CLASSES: tuple[str, ...] = ("critical", "standard", "batch")
@@ -46,7 +46,7 @@ def priority_rank(priority_class: str) -> int:
     return rank
 
 
-@dataclass(frozen=True)
+@value
 class AdmissionRequest:
     """What admission needs to know about one workflow run before it starts."""
 
@@ -58,62 +58,25 @@ class AdmissionRequest:
     arrival: float
     deadline: float | None = None
 
-    def __init__(
-        self,
-        request_id: str,
-        tenant_id: str,
-        priority_class: str,
-        est_tokens: int,
-        est_cost_units: int,
-        arrival: float,
-        deadline: float | None = None,
-    ) -> None:
-        object.__setattr__(self, "request_id", request_id)
-        object.__setattr__(self, "tenant_id", tenant_id)
-        object.__setattr__(self, "priority_class", priority_class)
-        object.__setattr__(self, "est_tokens", est_tokens)
-        object.__setattr__(self, "est_cost_units", est_cost_units)
-        object.__setattr__(self, "arrival", arrival)
-        object.__setattr__(self, "deadline", deadline)
 
-
-fast_init(AdmissionRequest)
-
-
-@dataclass(frozen=True)
+@value
 class Admitted:
     request_id: str
     borrowed: bool  # admitted on quota borrowed in the cohort: preemptible until first output
     reason: str
 
-    def __init__(self, request_id: str, borrowed: bool, reason: str) -> None:
-        object.__setattr__(self, "request_id", request_id)
-        object.__setattr__(self, "borrowed", borrowed)
-        object.__setattr__(self, "reason", reason)
 
-
-fast_init(Admitted)
-
-
-@dataclass(frozen=True)
+@value
 class Rejected:
     request_id: str
     reason: str  # a sentence a person can read, e.g. "tenant acme is over its 6000 tokens/min"
     retry_after_s: float  # > 0: when a retry could succeed
 
-    def __init__(self, request_id: str, reason: str, retry_after_s: float) -> None:
-        object.__setattr__(self, "request_id", request_id)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "retry_after_s", retry_after_s)
-
-
-fast_init(Rejected)
-
 
 AdmissionDecision = Admitted | Rejected
 
 
-@dataclass(frozen=True)
+@value
 class QueuedWork:
     """One step of a run waiting in a local queue; fair share orders these."""
 
@@ -124,27 +87,6 @@ class QueuedWork:
     arrival: float  # when the step became ready
     cost_units: int  # estimated cost of this step in the common scale
     deadline: float | None = None
-
-    def __init__(
-        self,
-        key: str,
-        request_id: str,
-        tenant_id: str,
-        priority_class: str,
-        arrival: float,
-        cost_units: int,
-        deadline: float | None = None,
-    ) -> None:
-        object.__setattr__(self, "key", key)
-        object.__setattr__(self, "request_id", request_id)
-        object.__setattr__(self, "tenant_id", tenant_id)
-        object.__setattr__(self, "priority_class", priority_class)
-        object.__setattr__(self, "arrival", arrival)
-        object.__setattr__(self, "cost_units", cost_units)
-        object.__setattr__(self, "deadline", deadline)
-
-
-fast_init(QueuedWork)
 
 
 @dataclass(frozen=True)
@@ -164,19 +106,12 @@ class HeadroomDecision:
     reason: str
 
 
-@dataclass(frozen=True)
+@value
 class ReclaimOrder:
     """Preempt this run: its borrowed quota is reclaimed by the owner."""
 
     request_id: str
     reason: str
-
-    def __init__(self, request_id: str, reason: str) -> None:
-        object.__setattr__(self, "request_id", request_id)
-        object.__setattr__(self, "reason", reason)
-
-
-fast_init(ReclaimOrder)
 
 
 @keeps_dict  # serialized with vars()

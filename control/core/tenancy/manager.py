@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
 
 from control.core.tenancy.admission import AdmissionLimits
 from control.core.tenancy.base import (
@@ -32,9 +31,10 @@ from control.core.tenancy.fairshare import make_fair_share
 from control.core.tenancy.headroom import HeadroomGuard
 from control.core.tenancy.quota import QuotaLedger
 from control.core.tenancy.snapshot import TenancySnapshot, TenantSnapshot
+from control.core.values import record
 
 
-@dataclass
+@record
 class RunState:
     """An admitted run as the tenancy half sees it."""
 
@@ -43,20 +43,6 @@ class RunState:
     borrowed: bool
     admitted_at: float
     started: bool = False
-
-    def __init__(
-        self,
-        tenant_id: str,
-        priority_class: str,
-        borrowed: bool,
-        admitted_at: float,
-        started: bool = False,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self.priority_class = priority_class
-        self.borrowed = borrowed
-        self.admitted_at = admitted_at
-        self.started = started
 
 
 class TenancyManager:

@@ -14,22 +14,14 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from control.core.frozen import fast_init
+from control.core.values import value
 
 
-@dataclass(frozen=True)
+@value
 class ServiceSample:
     t: float
     tenant_id: str
     amount: int
-
-    def __init__(self, t: float, tenant_id: str, amount: int) -> None:
-        object.__setattr__(self, "t", t)
-        object.__setattr__(self, "tenant_id", tenant_id)
-        object.__setattr__(self, "amount", amount)
-
-
-fast_init(ServiceSample)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ All amounts are integers in each resource's internal unit (see ``resources.py``)
 from __future__ import annotations
 
 from collections.abc import Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from control.core.tenancy.base import AdmissionRequest, QuotaSpec, TenantSpec
 from control.core.tenancy.resources import RESOURCE_METERS, ResourceMeter
 from control.core.tenancy.window import HeldUsage, SlidingUsage
+from control.core.values import record
 
 
 @dataclass(frozen=True)
@@ -46,20 +47,12 @@ class QuotaUse:
 _NO_QUOTA = QuotaVerdict(True, False, "within nominal quota")
 
 
-@dataclass
+@record
 class _Hold:
     tenant_id: str
     borrowed: bool
     admitted_at: float
-    resources: tuple[str, ...] = field(default_factory=tuple)
-
-    def __init__(
-        self, tenant_id: str, borrowed: bool, admitted_at: float, resources: tuple[str, ...] = ()
-    ) -> None:
-        self.tenant_id = tenant_id
-        self.borrowed = borrowed
-        self.admitted_at = admitted_at
-        self.resources = resources
+    resources: tuple[str, ...] = ()
 
 
 class QuotaLedger:

@@ -77,7 +77,7 @@ def pack_result(result: ItemResult) -> bytes:
     if result.output is not None:
         # a shallow copy with the one field cleared: the same object ``replace`` would build,
         # more cheaply (``copy`` passes the fields to ``__init__`` by position, ``replace`` by
-        # keyword: ItemResult copies and pickles by its fields, see control.core.frozen)
+        # keyword: ItemResult copies and pickles by its fields, see control.core.values)
         result = copy.copy(result)
         object.__setattr__(result, "output", None)
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from control.core.frozen import fast_init
+from control.core.values import value
 from control.executor.protocol.work import ExecutorError, StepKey
 
 #: Why an item failed (``ItemResult.cause``):
@@ -36,8 +36,7 @@ FAILURE_CAUSES: tuple[str, ...] = (
 )
 
 
-@fast_init  # built per item by the twin (sim.executor) as well
-@dataclass(frozen=True)
+@value  # built per item by the twin (sim.executor) as well
 class ItemResult:
     """Outcome of one item. The full output stays in the worker (see ``fetch_output``); a copy
     comes back in ``output`` only when the item asked for it (``BatchItem.return_output``)."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from control.core.frozen import fast_init
+from control.core.values import value
 
 #: Tasks an adapter can run. ``noop`` echoes its inputs (hop-overhead measurements, tests).
 TASKS: tuple[str, ...] = (
@@ -69,8 +69,7 @@ class DeviceInfo:
     cpu_core: int | None = None  # the core a CPU slot is pinned to
 
 
-@fast_init  # built per item by the twin (sim.executor) as well
-@dataclass(frozen=True)
+@value  # built per item by the twin (sim.executor) as well
 class StepKey:
     """A step attempt: the core's unique key for one execution of one DAG node."""
 

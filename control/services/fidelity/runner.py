@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from control import native
 from control.services.fidelity.config import TRACE, FidelityConfig
 from control.services.fidelity.validate import config_dict, validate_repeated
 
@@ -41,6 +42,7 @@ class FidelityRequest:
                               max_requests=self.requests, slo_s=self.slo_s)  # fmt: skip
 
 
+@native.entry_point  # the spawned worker runs the compiled core when there is one
 def validate_and_store(database_url: str, config: Mapping[str, Any], repeats: int) -> None:
     """Worker body: validate, then store the result as a fidelity report (never raises)."""
     from control.services.fidelity_reports import FidelityReportService

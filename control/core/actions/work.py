@@ -1,0 +1,73 @@
+"""Actions that run work: batches of step attempts (``Dispatch`` of ``BatchItem``s, each input
+bound to where its data lives), a queued step moved between replicas, a failed step retried."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import field
+from types import MappingProxyType
+
+from control.core.types import InputRef
+from control.core.values import value
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+@value
+class InputBinding:
+    """One input field of a step and where its data lives (several refs: a merged map output,
+    in chunk order)."""
+
+    target_field: str
+    refs: tuple[InputRef, ...]
+
+
+@value
+class BatchItem:
+    key: str  # run/node[#chunk]/attempt: unique per attempt
+    request_id: str
+    node_id: str
+    attempt: int
+    chunk: int | None
+    idempotency_key: str  # the same for every attempt of the step
+    task: str  # model task or tool name
+    inputs: tuple[InputBinding, ...]
+    input_tokens: int
+    max_output_tokens: int
+    prefix_blocks: tuple[int, ...] = ()
+    predicted_hit_blocks: int = 0
+    params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
+
+
+@value
+class Dispatch:
+    """Run ``items`` as one batch on ``replica_id`` (None with ``tool`` set: run on the host)."""
+
+    batch_id: str
+    replica_id: str | None
+    model_key: str | None
+    tool: str | None
+    device_ids: tuple[str, ...]
+    items: tuple[BatchItem, ...]
+    padded_tokens: int
+    predicted_us: int
+    reason: str
+
+
+@value
+class MoveStep:
+    """A queued step moved between replica queues (work stealing or re-routing)."""
+
+    key: str
+    from_replica: str | None
+    to_replica: str
+    reason: str
+
+
+@value
+class StepRetried:
+    failed_key: str
+    new_key: str
+    attempt: int
+    idempotency_key: str
+    reason: str
