@@ -175,7 +175,7 @@ class TwinDriver:
                 self._dispatch(action, now)  # type: ignore[arg-type]
             elif kind is LoadModel:
                 ready = now + self.executor.load_us(action) / 1e6  # type: ignore[arg-type]
-                loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr]
+                loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr,arg-type]
                 env.call_at(ready, partial(self._ingest, loaded))
                 if obs is not None:
                     obs.on_load(action, ready)  # type: ignore[arg-type]
