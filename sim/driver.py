@@ -3,9 +3,10 @@
 Loop contract (ARCHITECTURE.md section 1): at every instant where something happens (an arrival,
 a batch completion, a finished load, a fleet event, a wake-up the core asked for) the driver
 records all inputs due then, calls ``core.step(now)`` once, carries out the actions and re-arms
-the wake-up. Inputs are SimPy events of priority ``RECORD``; the driver's loop runs the instant's
-step right after the last input of that instant (before observers and later instants), the order
-an event of priority ``STEP`` would have, without scheduling one per instant.
+the wake-up. Inputs are callbacks at an absolute time in a ``TwinEnvironment`` (``sim/env.py``):
+all of one time form one SimPy event, and the environment calls the driver's ``_settle`` (the
+instant's step) right after the last of them, before observers and later instants. The driver
+runs SimPy through its public API only (``env.step``, ``env.peek``, events).
 Actions that complete later (dispatches, loads) schedule their completion as a new input.
 A batch of a ``continuous_batching`` model joins its replica's decode loop (``SimExecutor.join``)
 and may move the completions of the batches already there: each move re-schedules the batch's
@@ -20,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from heapq import heappop
+from functools import partial
 from typing import Protocol
 
 from control.core.actions import Action, Dispatch, LoadModel, Reject, RunFinished
 from control.core.engine import ControlCore
 from control.core.events import DeviceDown, DeviceUp, ReplicaLoaded
 from control.core.types import DeviceSpec, Request
-from sim.env import OBSERVE, RECORD, TwinEnvironment
+from sim.env import TwinEnvironment
 from sim.executor import Completion, SimExecutor
 
 
@@ -84,13 +85,13 @@ class TwinDriver:
     ) -> None:
         self.core = core
         self.executor = executor
-        self.env = TwinEnvironment()
+        self.env = TwinEnvironment(settle=self._settle)
         self.obs = observer
         self.keep_log = keep_log
         self.log: list[tuple[float, Action]] = []
         self.steps = 0
-        self.events = 0
-        self._step_due = False
+        self._max_steps = 0
+        self._step_due = False  # set by each input: the instant's ``_settle`` steps the core
         self._wake: set[float] = set()
         self._down: set[str] = set()
         self._inflight: dict[str, tuple[Dispatch, Completion]] = {}
@@ -102,42 +103,35 @@ class TwinDriver:
         self._version: dict[str, int] = {}  # joined batch in flight -> its live completion
 
     # ----- inputs
-    def _due(self) -> None:
-        # the instant's step runs once every input of the instant is recorded (see ``run``)
-        self._step_due = True
-
-    def _arrive(self, req: Request) -> None:
-        now = self.env._now
+    def _arrive(self, req: Request, now: float) -> None:
         self.core.submit(req, now)
         if self.obs is not None:
             self.obs.on_submit(req, now)
-        self._due()
+        self._step_due = True
 
-    def _done_joined(self, batch_id: str, version: int) -> None:
+    def _done_joined(self, batch_id: str, version: int, now: float) -> None:
         if self._version.get(batch_id) != version:
             return  # moved by a later join (or lost with its device): not this event
         del self._version[batch_id]
         d = self._inflight[batch_id][0]
         self._inflight[batch_id] = (d, self.executor.deliver(d))  # its final completion
-        self._done(batch_id)
+        self._done(batch_id, now)
 
-    def _done(self, batch_id: str) -> None:
+    def _done(self, batch_id: str, now: float) -> None:
         entry = self._inflight.pop(batch_id, None)
         if entry is None:
             return  # its device went down: the result never arrives
         d, done = entry
-        now = self.env._now
         self.core.complete(done.result, now)
         if self.obs is not None:
             self.obs.on_complete(d, done, now)
-        self._due()
+        self._step_due = True
 
-    def _ingest(self, event: object) -> None:
-        self.core.ingest(event, self.env._now)
-        self._due()
+    def _ingest(self, event: object, now: float) -> None:
+        self.core.ingest(event, now)
+        self._step_due = True
 
-    def _fleet(self, ev: FleetEvent, spec: DeviceSpec | None) -> None:
-        now = self.env._now
+    def _fleet(self, ev: FleetEvent, spec: DeviceSpec | None, now: float) -> None:
         if ev.kind == "down":
             self._down.add(ev.device_id)
             for bid in [b for b, (d, _) in self._inflight.items() if ev.device_id in d.device_ids]:
@@ -158,14 +152,17 @@ class TwinDriver:
                 load = LoadModel(rid, model_key, device_ids, "hot", False, "re-apply placement")
                 ready = now + self.executor.load_us(load) / 1e6
                 loaded = ReplicaLoaded(rid, model_key, device_ids, "hot")
-                self.env.call_at(ready, lambda _e, x=loaded: self._ingest(x))
-        self._due()
+                self.env.call_at(ready, partial(self._ingest, loaded))
+        self._step_due = True
 
     # ----- the instant's step
-    def _step(self, _ev: object) -> None:
+    def _settle(self, now: float) -> None:
+        """The environment's hook after the inputs of the instant ``now``: if any came, step
+        the core once, carry out its actions and re-arm the wake-up."""
+        if not self._step_due:
+            return  # only stale inputs (a moved completion, a batch lost with its device)
         self._step_due = False
         env, core = self.env, self.core
-        now = env._now
         self._wake.discard(now)
         plan = core.step(now)
         self.steps += 1
@@ -178,8 +175,8 @@ class TwinDriver:
                 self._dispatch(action, now)  # type: ignore[arg-type]
             elif kind is LoadModel:
                 ready = now + self.executor.load_us(action) / 1e6  # type: ignore[arg-type]
-                loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr]
-                env.call_at(ready, lambda _e, x=loaded: self._ingest(x))
+                loaded = ReplicaLoaded(action.replica_id)  # type: ignore[union-attr,arg-type]
+                env.call_at(ready, partial(self._ingest, loaded))
                 if obs is not None:
                     obs.on_load(action, ready)  # type: ignore[arg-type]
             elif obs is not None and kind is RunFinished:
@@ -190,9 +187,11 @@ class TwinDriver:
         if wake is not None and wake not in self._wake:
             self._wake.add(wake)
             env.call_at(wake, self._on_wake)
+        if self.steps >= self._max_steps:
+            raise _StepLimit  # stop right here, as the step that reached the limit
 
-    def _on_wake(self, _ev: object) -> None:
-        self._due()
+    def _on_wake(self, _now: float) -> None:
+        self._step_due = True
 
     def _dispatch(self, d: Dispatch, now: float) -> None:
         if d.model_key in self._joins:
@@ -207,7 +206,7 @@ class TwinDriver:
             self._free_at[d.replica_id] = start + done.duration_us / 1e6
         if self.obs is not None:
             self.obs.on_dispatch(d, done, start)
-        self.env.call_at(start + done.duration_us / 1e6, lambda _e, b=d.batch_id: self._done(b))
+        self.env.call_at(start + done.duration_us / 1e6, partial(self._done, d.batch_id))
 
     def _join(self, d: Dispatch, now: float) -> None:
         """Carry out a dispatch to a continuous replica: schedule the joiner's completion and
@@ -220,11 +219,16 @@ class TwinDriver:
             # max: the engine counts whole microseconds, so an instant batch could land a
             # fraction of one before now
             at = max(end, now)
-            self.env.call_at(at, lambda _e, b=bid, v=version: self._done_joined(b, v))
+            self.env.call_at(at, partial(self._done_joined, bid, version))
         if self.obs is not None:
             self.obs.on_dispatch(d, done, now)
 
     # ----- running
+    @property
+    def events(self) -> int:
+        """Inputs processed (stale ones too), observer calls and instants stepped, so far."""
+        return self.env.callbacks_run + self.steps
+
     def run(
         self,
         arrivals: Iterable[Arrival],
@@ -234,47 +238,36 @@ class TwinDriver:
         max_steps: int = 10_000_000,
         sample_every_s: float | None = None,
     ) -> list[tuple[float, Action]]:
-        """Replay to quiescence (or ``until`` seconds, or ``max_steps`` steps); returns the
-        decision log (empty unless ``keep_log``). ``sample_every_s`` lets the observer read
-        the core's snapshot periodically, after the step of that instant."""
+        """Replay to quiescence (or ``until`` seconds: what is due at ``until`` still runs; or
+        ``max_steps`` steps: the replay stops for good right after the step that reaches it);
+        returns the decision log (empty unless ``keep_log``). ``sample_every_s`` lets the
+        observer read the core's snapshot periodically, after the step of that instant."""
         env = self.env
         for a in arrivals:
-            env.call_at(a.at, lambda _e, r=a.request: self._arrive(r))
+            env.call_at(a.at, partial(self._arrive, a.request))
         specs = {d.device_id: d for d in self.executor.devices.values()}
         for fe in fleet_events:
-            env.call_at(fe.at, lambda _e, f=fe: self._fleet(f, specs.get(f.device_id)))
+            env.call_at(fe.at, partial(self._fleet, fe, specs.get(fe.device_id)))
         if sample_every_s and self.obs is not None:
             self._every = sample_every_s
-            env.call_at(sample_every_s, self._sample, OBSERVE)
-        self._loop(until, max_steps)
+            env.observe_at(sample_every_s, self._sample)
+        self._max_steps = max_steps
+        if self.steps >= max_steps:
+            return self.log
+        peek, step = env.peek, env.step
+        try:
+            while peek() <= until:
+                step()  # one instant (TwinEnvironment): its inputs, the core's step, observers
+        except _StepLimit:
+            pass
         return self.log
 
-    def _loop(self, until: float, max_steps: int) -> None:
-        """Process SimPy's queue like ``Environment.step`` does, and run the instant's core
-        step right after its last input: when the next queued event is later, or of a lower
-        priority (an observer, or anything not an input). This is the order a ``STEP``-priority
-        event would give, without scheduling, queueing and popping one per instant. ``events``
-        counts inputs and instants stepped."""
-        env, queue = self.env, self.env._queue
-        events = 0
-        try:
-            while queue and queue[0][0] <= until and self.steps < max_steps:
-                now, _, _, ev = heappop(queue)
-                env._now = now
-                callbacks, ev.callbacks = ev.callbacks, None
-                for callback in callbacks:
-                    callback(ev)
-                events += 1
-                if not ev._ok and not hasattr(ev, "_defused"):
-                    raise ev._value  # a failed SimPy event nobody handled (as env.step does)
-                if self._step_due and (not queue or queue[0][0] != now or queue[0][1] != RECORD):
-                    self._step(None)
-                    events += 1
-        finally:
-            self.events += events
-
-    def _sample(self, _ev: object) -> None:
+    def _sample(self, now: float) -> None:
         """Let the observer read the core; re-arm while anything else is still scheduled."""
-        self.obs.sample(self.core, self.env._now)  # type: ignore[union-attr]
-        if self.env._queue:
-            self.env.call_at(self.env._now + self._every, self._sample, OBSERVE)
+        self.obs.sample(self.core, now)  # type: ignore[union-attr]
+        if self.env.scheduled():
+            self.env.observe_at(now + self._every, self._sample)
+
+
+class _StepLimit(Exception):
+    """Raised by the step that reaches ``max_steps``, through SimPy, to end ``run``."""

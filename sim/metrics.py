@@ -79,12 +79,14 @@ class Recorder:
                 period[0] += 1
         elif d.replica_id is not None:
             self._busy(d.device_ids, now, now + done.duration_us / 1e6)
-        # per item: a service sample; counts are summed over the batch and added once
-        units_of, reqs, service = self.cost.cost_units, self.requests, self.service
+        # per item: a service sample; counts are summed over the batch and added once (methods
+        # are called on their objects, not through bound-method locals: compiled, that is a
+        # direct call instead of a Python-level one)
+        cost, reqs, service = self.cost, self.requests, self.service
         key = d.model_key or d.tool or ""
         blocks = 0
         for it in d.items:
-            units = units_of(key, it.input_tokens, it.max_output_tokens)
+            units = cost.cost_units(key, it.input_tokens, it.max_output_tokens)
             rec = reqs.get(it.request_id)
             if rec is not None:
                 service.append(ServiceSample(now, rec.tenant, units))
@@ -99,22 +101,26 @@ class Recorder:
     def on_complete(self, d: Dispatch, done: Completion, now: float) -> None:
         if done.joined:
             self._leave(d, now)
-        # sums over the batch, added once (the same totals as adding item by item)
-        units_of, key = self.cost.cost_units, d.model_key or d.tool or ""
+        # sums over the batch, added once (the same totals as adding item by item), read from
+        # the core's view of the batch (``to_batch_result`` of the records: compiled classes);
+        # an item's record only for its first token's offset
+        cost, key = self.cost, d.model_key or d.tool or ""
         tokens = units = hits = 0
-        for it, r in zip(d.items, done.records, strict=True):
-            tokens += r.input_tokens + r.output_tokens
-            units += units_of(key, r.input_tokens, r.output_tokens)
-            hits += r.prefix_hit_tokens // 512
-            if r.first_token_ms is None:
+        for i, s in enumerate(done.result.items):
+            tokens += s.input_tokens + s.output_tokens
+            units += cost.cost_units(key, s.input_tokens, s.output_tokens)
+            hits += s.prefix_hit_blocks
+            if not s.first_token:
                 continue
+            it = d.items[i]
             rec = self.requests.get(it.request_id)
             if (
                 rec is not None
                 and rec.first_token is None
                 and it.node_id in self.output_nodes.get(rec.workflow, ())
             ):
-                rec.first_token = now - (done.duration_us / 1e3 - r.first_token_ms) / 1e3
+                first_ms = done.records[i].first_token_ms or 0.0  # not None: ``s.first_token``
+                rec.first_token = now - (done.duration_us / 1e3 - first_ms) / 1e3
         if d.items:  # (an empty batch leaves the counts untouched, as item by item did)
             counts = self.counts
             counts["tokens"] += tokens

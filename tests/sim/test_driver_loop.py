@@ -16,7 +16,7 @@ import pytest
 from control.core.actions import BatchItem, Dispatch, StepPlan
 from control.core.types import BatchResult, Request
 from sim.driver import Arrival, TwinDriver
-from sim.env import OBSERVE, tuned_gc
+from sim.env import tuned_gc
 from sim.runner import prepare_seed, run_seed
 from sim.scenario_io import read_scenario_dict, scenario_from_dict
 
@@ -68,11 +68,11 @@ class FakeExecutor:
         return Done(BatchResult(d.batch_id, self.duration_us, ()), self.duration_us)
 
 
-def _drive(arrival_times, duration_us=0, wakeups=()):  # noqa: ANN001, ANN202
+def _drive(arrival_times, duration_us=0, wakeups=(), **run):  # noqa: ANN001, ANN003, ANN202
     core = FakeCore(duration_us, list(wakeups))
     driver = TwinDriver(core, FakeExecutor(duration_us))  # type: ignore[arg-type]
     reqs = [Arrival(t, Request(f"q{i}", "t", "w")) for i, t in enumerate(arrival_times)]
-    driver.run(reqs)
+    driver.run(reqs, **run)
     return core.calls, driver
 
 
@@ -112,9 +112,31 @@ def test_wakeups_fire_at_the_exact_time_asked_for() -> None:
 def test_observer_sampling_at_an_instant_runs_after_its_step() -> None:
     core = FakeCore()
     driver = TwinDriver(core, FakeExecutor(0))  # type: ignore[arg-type]
-    driver.env.call_at(2.0, lambda _e: core.calls.append(("observe", 2.0)), OBSERVE)
+    driver.env.observe_at(2.0, lambda _now: core.calls.append(("observe", 2.0)))
     driver.run([Arrival(2.0, Request("q0", "t", "w"))])
     assert core.calls.index(("observe", 2.0)) > core.calls.index(("step", 2.0))
+
+
+def test_the_replay_stops_right_after_the_step_that_reaches_max_steps() -> None:
+    calls, driver = _drive([1.0, 2.0], duration_us=0, max_steps=1)
+    assert calls == [("submit", "q0", 1.0), ("step", 1.0)]  # not the completion due at 1.0
+    assert driver.steps == 1
+
+
+def test_what_is_due_at_until_still_runs_and_nothing_later() -> None:
+    calls, driver = _drive([1.0, 2.0, 3.0], duration_us=1_000_000, until=2.0)
+    assert [c for c in calls if c[0] == "step"] == [("step", 1.0), ("step", 2.0)]
+    assert ("complete", "b1", 2.0) in calls and ("submit", "q2", 3.0) not in calls
+    assert driver.env.now == 2.0
+
+
+def test_a_failed_simpy_event_raises_from_the_replay() -> None:
+    core = FakeCore()
+    driver = TwinDriver(core, FakeExecutor(0))  # type: ignore[arg-type]
+    driver.env.event().fail(RuntimeError("a process broke"))
+    with pytest.raises(RuntimeError, match="a process broke"):
+        driver.run([Arrival(1.0, Request("q0", "t", "w"))])
+    assert core.calls == []  # it was due at 0, before the arrival
 
 
 def _small_rag() -> dict:
