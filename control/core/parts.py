@@ -18,18 +18,15 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from control.core.actions import Action
-from control.core.dag.run import CompiledDag
+from control.core.dag.compiled import CompiledDag
+from control.core.latency import LatencyModel
 from control.core.pending import PendingQueue
 from control.core.routing.base import RoutingContext
 from control.core.routing.transfer import TransferCosts
 from control.core.state import QueuedStep, RunRecord
 from control.core.types import BatchResult, ModelSpec, Request
-
-if TYPE_CHECKING:
-    from control.core.latency import LatencyModel
 
 #: A canary split: model key -> (served version, integer weight) pairs.
 Splits = dict[str, tuple[tuple[str, int], ...]]

@@ -42,11 +42,9 @@ def run_phases(st: CoreState, now: float) -> None:
     log.phase = "reclaims"
     reclaims(pol, runs, cluster, queues, log, now)
     log.phase = "placement"
-    if (
-        inbox.placement_events
-        or rollouts.current is not None
-        or (pol.config.scale_to_zero_idle_s is not None)
-    ):  # otherwise nothing to roll out and nothing scales to zero
+    rolling = bool(inbox.placement_events) or rollouts.current is not None
+    if rolling or pol.config.scale_to_zero_idle_s is not None:
+        # otherwise nothing to roll out and nothing scales to zero
         placement(pol, catalog, inbox, cluster, queues, rollouts, timers, ids, log, now)
     log.phase = "routing"
     if queues.ready or queues.pending:
