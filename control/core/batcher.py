@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from control.core.actions import BatchItem, Dispatch
 from control.core.batching.base import FormedBatch, take_fitting
-from control.core.context import CoreState
-from control.core.latency import service_us
+from control.core.cluster import Cluster
+from control.core.context import Policies
+from control.core.latency import LatencyModel, service_us
 from control.core.loads import mark_used
+from control.core.parts import ActionLog, Ids, Queues, Timers
 from control.core.queueing import dequeue
 from control.core.state import InflightBatch, QueuedStep, ReplicaRecord
 from control.core.tenancy.base import PoolUsage
@@ -28,21 +30,27 @@ def _item(step: QueuedStep) -> BatchItem:
     )  # fmt: skip
 
 
-def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, padded: int,
-            predicted: int, reason: str) -> None:  # fmt: skip
-    batch_id = st.next_id("b")
+def _launch(
+    pol: Policies, cluster: Cluster, timers: Timers, ids: Ids, log: ActionLog,
+    steps: list[QueuedStep], rec: ReplicaRecord | None, padded: int, predicted: int, reason: str,
+    now: float,
+) -> None:  # fmt: skip
+    """Dispatch ``steps`` as one batch: charge each to its tenant, arm its timeout, record the
+    batch in flight and emit its ``Dispatch``."""
+    batch_id = ids.next_id("b")
+    tenancy = pol.tenancy
     for s in steps:
         s.batch_id = batch_id
-        s.dispatched_at = st.now
-        st.tenancy.charge(s.work.tenant_id, s.cost_units, st.now, key=s.key)
+        s.dispatched_at = now
+        tenancy.charge(s.work.tenant_id, s.cost_units, now, key=s.key)
         if s.node.timeout_s is not None:
-            st.arm(st.now + s.node.timeout_s, "timeout", s.key)
-    st.batches[batch_id] = InflightBatch(
+            timers.arm(now + s.node.timeout_s, "timeout", s.key)
+    cluster.batches[batch_id] = InflightBatch(
         batch_id, rec.replica_id if rec else None, rec.model.key if rec else None,
-        {s.key: s for s in steps}, st.now, predicted,
+        {s.key: s for s in steps}, now, predicted,
     )  # fmt: skip
-    st.counters["decisions.dispatched_steps"] += len(steps)
-    st.emit(
+    log.counters["decisions.dispatched_steps"] += len(steps)
+    log.emit(
         Dispatch(
             batch_id=batch_id,
             replica_id=rec.replica_id if rec else None,
@@ -57,35 +65,43 @@ def _launch(st: CoreState, steps: list[QueuedStep], rec: ReplicaRecord | None, p
     )
 
 
-def dispatch_tool(st: CoreState, step: QueuedStep) -> None:
+def dispatch_tool(
+    pol: Policies, cluster: Cluster, timers: Timers, ids: Ids, log: ActionLog, step: QueuedStep,
+    now: float,
+) -> None:  # fmt: skip
     """Tool steps (vector search, router, segment) run at once on the host, unbatched."""
-    _launch(st, [step], None, step.input_tokens, 0, f"tool {step.node.tool} runs on the host")
+    why = f"tool {step.node.tool} runs on the host"
+    _launch(pol, cluster, timers, ids, log, [step], None, step.input_tokens, 0, why, now)
 
 
-def _headroom_ok(st: CoreState, rec: ReplicaRecord, steps: list[QueuedStep]) -> list[QueuedStep]:
+def _headroom_ok(
+    pol: Policies, cluster: Cluster, queues: Queues, log: ActionLog, rec: ReplicaRecord,
+    steps: list[QueuedStep],
+) -> list[QueuedStep]:  # fmt: skip
     """Steps allowed on a reserved device by the tenancy half's headroom check, in order."""
-    if rec.device.device_id not in st.reserved_devices:
+    if rec.device.device_id not in pol.reserved_devices:
         return steps
     usage = {}
-    for dev_id in sorted(st.reserved_devices):
-        dev = st.cluster.devices.get(dev_id)
+    batches = cluster.batches
+    for dev_id in sorted(pol.reserved_devices):
+        dev = cluster.devices.get(dev_id)
         if dev is None:
             continue
-        reps = [st.cluster.replicas[r] for r in dev.replicas]
+        reps = [cluster.replicas[r] for r in dev.replicas]
         cap = sum(r.model.max_batch_size for r in reps) or 1
-        used = sum(len(st.batches[b].items) for r in reps for b in r.running if b in st.batches)
+        used = sum(len(batches[b].items) for r in reps for b in r.running if b in batches)
         usage[dev_id] = PoolUsage(dev_id, cap, used)
     allowed = []
     for s in steps:
-        verdict = st.tenancy.headroom_check(rec.device.device_id, s.work.priority_class, usage)
+        verdict = pol.tenancy.headroom_check(rec.device.device_id, s.work.priority_class, usage)
         if verdict.allowed:
             allowed.append(s)
         else:
-            st.counters["batching.headroom_refused"] += 1
+            log.counters["batching.headroom_refused"] += 1
     if len(allowed) < len(steps):
         # usage and the tenancy half's view change without touching this queue: look again
         # at the next step
-        st.headroom_blocked.add(rec.replica_id)
+        queues.headroom_blocked.add(rec.replica_id)
     return allowed
 
 
@@ -102,94 +118,106 @@ def _join(ordered: list[QueuedStep], rec: ReplicaRecord, slots: int) -> FormedBa
 
 
 def _choose(
-    st: CoreState, rec: ReplicaRecord, slots: int
-) -> tuple[list[QueuedStep], FormedBatch | None] | None:
+    pol: Policies, cluster: Cluster, queues: Queues, log: ActionLog, rec: ReplicaRecord,
+    slots: int, now: float,
+) -> tuple[list[QueuedStep], FormedBatch | None] | None:  # fmt: skip
     """(queue in service order, formed batch or None to wait), or None when headroom holds
         every step back. A continuous replica that is running is joined (``slots`` free); a batch
     sent ahead to a static replica forms by the policy like any other."""
     by_key = rec.queue
     queued = list(by_key.values())
     joining = bool(rec.running) and rec.model.continuous_batching
-    if rec.device.device_id not in st.reserved_devices:
+    if rec.device.device_id not in pol.reserved_devices:
         formed: FormedBatch | None
         if joining:
             formed = _join(queued, rec, slots)
         else:
-            formed = st.batching.form(queued, min([s.arrival for s in queued]), rec.model, st.now)
+            formed = pol.batching.form(queued, min([s.arrival for s in queued]), rec.model, now)
         if formed is None or formed.count == len(queued):
             # waiting, or the whole queue goes out as one batch: the fair-share order cannot
             # change which steps are dispatched, so the queue is taken as bound (late binding
             # fills it in the tenancy half's order already) and ``order`` is skipped
             return queued, formed
-    ordered_work = st.tenancy.order([s.work for s in queued], st.now)
-    ordered = _headroom_ok(st, rec, [by_key[w.key] for w in ordered_work])
+    ordered_work = pol.tenancy.order([s.work for s in queued], now)
+    ordered = _headroom_ok(pol, cluster, queues, log, rec, [by_key[w.key] for w in ordered_work])
     if not ordered:
         return None
     if joining:
         return ordered, _join(ordered, rec, slots)
-    return ordered, st.batching.form(ordered, min([s.arrival for s in ordered]), rec.model, st.now)
+    return ordered, pol.batching.form(ordered, min([s.arrival for s in ordered]), rec.model, now)
 
 
-def form_batch(st: CoreState, rec: ReplicaRecord) -> None:
+def form_batch(
+    pol: Policies, cluster: Cluster, queues: Queues, timers: Timers, ids: Ids, log: ActionLog,
+    rec: ReplicaRecord, now: float,
+) -> None:  # fmt: skip
     """Dispatch one batch on a ready replica that can take one (free; a continuous replica with
     free slots; or a static one whose lone batch ends within ``dispatch_ahead_us``, and then
     only a batch :func:`ahead_worth_sending`), or arm a wake-up at the batching deadline."""
     if rec.state != ReplicaState.READY or not rec.queue:
         return
-    slots = rec.free_slots(st.now, st.dispatch_ahead_s)
+    slots = rec.free_slots(now, pol.dispatch_ahead_s)
     if slots <= 0:
         return
-    picked = _choose(st, rec, slots)
+    picked = _choose(pol, cluster, queues, log, rec, slots, now)
     if picked is None:
         return
     ordered, formed = picked
-    if formed is not None and rec.running and not ahead_worth_sending(st, rec, ordered):
+    if formed is not None and rec.running and not ahead_worth_sending(pol, rec, ordered):
         return
     if formed is None:
         oldest = min([s.arrival for s in ordered])
-        st.arm(st.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
-        st.counters["batching.waits"] += 1
+        timers.arm(pol.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
+        log.counters["batching.waits"] += 1
         return
     chosen = ordered[: formed.count]
     for s in chosen:
-        dequeue(st, s, dispatched=True)
-    longest = max([s.input_tokens for s in chosen])  # list comprehensions: no generator frames
-    out = max([s.max_output_tokens for s in chosen])
-    acc, n = rec.device.accelerator, len(chosen)
-    prefill_us = 0
-    if rec.model.continuous_batching:
-        # the prefill runs as one iteration after those already scheduled (the running
-        # sequences wait for it), or in chunks beside their decode tokens; then every sequence
-        # decodes together at the loop's new size
-        if rec.model.prefill_chunk_tokens:
-            tokens = sum([s.input_tokens for s in chosen])
-            prefill_us = chunked_prefill_us(st, rec, acc, tokens)
-        else:
-            prefill_us = st.latency.forward_us(rec.model.key, acc, n, longest)
-        decode = st.latency.decode_us(rec.model.key, acc, rec.running_seqs + n, out) if out else 0
-        backlog = max(0, int((rec.prefill_until - st.now) * 1e6)) if rec.running else 0
-        predicted = backlog + prefill_us + decode
-    else:
-        predicted = service_us(st.latency, rec.model.key, acc, n, longest, out)
+        dequeue(pol, cluster, queues, s, True, now)
+    n = len(chosen)
+    predicted, prefill_us = _predict(pol.latency, rec, chosen, now)
     # sent ahead: it starts when the batch in flight ends
     ahead = bool(rec.running) and not rec.model.continuous_batching
-    start = max(st.now, rec.busy_until) if ahead else st.now
+    start = max(now, rec.busy_until) if ahead else now
     reason = f"{rec.replica_id}: {formed.reason}"
     if ahead:
-        st.counters["batching.sent_ahead"] += 1
-    if start > st.now:
-        reason += f" (sent ahead: starts when the batch in flight ends, in {(start - st.now) * 1e3:.1f} ms)"
+        log.counters["batching.sent_ahead"] += 1
+    if start > now:
+        reason += (
+            f" (sent ahead: starts when the batch in flight ends, in {(start - now) * 1e3:.1f} ms)"
+        )
     elif ahead:  # the batch in flight outlived its prediction: the table is too optimistic
         reason += " (sent ahead: starts when the batch in flight ends, past its predicted end)"
-    _launch(st, chosen, rec, formed.padded_tokens, predicted, reason)
+    _launch(pol, cluster, timers, ids, log, chosen, rec, formed.padded_tokens, predicted, reason,
+            now)  # fmt: skip
     batch_id = chosen[0].batch_id
     assert batch_id is not None  # set by _launch
-    rec.start_running(batch_id, n, st.now, start + predicted / 1e6, prefill_us / 1e6)
-    mark_used(st, rec)
-    arm_ahead(st, rec)
+    rec.start_running(batch_id, n, now, start + predicted / 1e6, prefill_us / 1e6)
+    mark_used(cluster, rec, now)
+    arm_ahead(pol, timers, rec, now)
 
 
-def ahead_worth_sending(st: CoreState, rec: ReplicaRecord, ordered: list[QueuedStep]) -> bool:
+def _predict(
+    latency: LatencyModel, rec: ReplicaRecord, chosen: list[QueuedStep], now: float
+) -> tuple[int, int]:
+    """(predicted us until the batch ``chosen`` ends on ``rec``, its prefill us on a continuous
+    replica, else 0). On a continuous replica the prefill runs as one iteration after those
+    already scheduled (the running sequences wait for it), or in chunks beside their decode
+    tokens; then every sequence decodes together at the loop's new size."""
+    longest = max([s.input_tokens for s in chosen])  # list comprehensions: no generator frames
+    out = max([s.max_output_tokens for s in chosen])
+    acc, n, key = rec.device.accelerator, len(chosen), rec.model.key
+    if not rec.model.continuous_batching:
+        return service_us(latency, key, acc, n, longest, out), 0
+    if rec.model.prefill_chunk_tokens:
+        prefill_us = chunked_prefill_us(latency, rec, acc, sum([s.input_tokens for s in chosen]))
+    else:
+        prefill_us = latency.forward_us(key, acc, n, longest)
+    decode = latency.decode_us(key, acc, rec.running_seqs + n, out) if out else 0
+    backlog = max(0, int((rec.prefill_until - now) * 1e6)) if rec.running else 0
+    return backlog + prefill_us + decode, prefill_us
+
+
+def ahead_worth_sending(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> bool:
     """Whether the batch formed of ``ordered`` goes to a replica still running one (a static
     replica within ``dispatch_ahead_us`` of its end; a continuous one is joined at once).
 
@@ -203,27 +231,27 @@ def ahead_worth_sending(st: CoreState, rec: ReplicaRecord, ordered: list[QueuedS
     themselves: the next one is taken when the one running ends, with all that queued."""
     if rec.model.continuous_batching:
         return True
-    cap = st.batching.max_batch_size(rec.model)
+    cap = pol.batching.max_batch_size(rec.model)
     count, _, full, _ = take_fitting(ordered, cap, rec.model.max_batch_tokens)
-    return full or count >= st.config.binding.ahead_min_fill * cap
+    return full or count >= pol.config.binding.ahead_min_fill * cap
 
 
-def chunked_prefill_us(st: CoreState, rec: ReplicaRecord, acc: str, tokens: int) -> int:
+def chunked_prefill_us(latency: LatencyModel, rec: ReplicaRecord, acc: str, tokens: int) -> int:
     """Predicted time to prefill ``tokens`` prompt tokens on a chunked loop running
     ``rec.running_seqs`` sequences: iterations of at most ``prefill_chunk_tokens`` tokens, the
     running sequences' decode tokens first (as the executor packs them), each one forward."""
     chunk, seqs = rec.model.prefill_chunk_tokens, rec.running_seqs
     room = max(1, chunk - seqs)
     full, rest = divmod(max(1, tokens), room)
-    fwd = st.latency.forward_us
+    fwd = latency.forward_us
     total = full * fwd(rec.model.key, acc, 1, seqs + room) if full else 0
     return total + (fwd(rec.model.key, acc, 1, seqs + rest) if rest else 0)
 
 
-def arm_ahead(st: CoreState, rec: ReplicaRecord) -> None:
+def arm_ahead(pol: Policies, timers: Timers, rec: ReplicaRecord, now: float) -> None:
     """With dispatch ahead on, wake the core when a static replica's lone batch is within
     ``dispatch_ahead_us`` of its end: its successor is bound and sent then (nothing else
     happens at that instant to make the core look)."""
-    ahead_s = st.dispatch_ahead_s
+    ahead_s = pol.dispatch_ahead_s
     if ahead_s > 0.0 and len(rec.running) == 1 and rec.sends_ahead:
-        st.arm(max(st.now, rec.busy_until - ahead_s), "ahead", rec.replica_id)
+        timers.arm(max(now, rec.busy_until - ahead_s), "ahead", rec.replica_id)

@@ -17,62 +17,55 @@ policy predicts the earliest completion (prefix-cache savings and input transfer
 from __future__ import annotations
 
 from control.core.binding_config import BindingConfig  # noqa: F401  (re-exported)
-from control.core.context import CoreState
-from control.core.pending import PendingQueue
+from control.core.cluster import Cluster
+from control.core.context import Policies
+from control.core.parts import Queues
 from control.core.state import QueuedStep, ReplicaRecord
 from control.core.types import ReplicaState
 
 
-def pending_of(st: CoreState, model_key: str) -> PendingQueue[QueuedStep]:
-    queue = st.pending.get(model_key)
-    if queue is None:
-        queue = PendingQueue(model_key)
-        st.pending[model_key] = queue
-    return queue
-
-
-def park(st: CoreState, step: QueuedStep) -> None:
+def park(pol: Policies, queues: Queues, step: QueuedStep, now: float) -> None:
     """Put a ready step in its model's pending queue; tells tenancy (``on_enqueue``)."""
     step.replica_id = None
     step.pending_model = step.model_key
-    step.arrival = st.now
-    pending_of(st, step.model_key or "").push(step, st.tenancy)
-    st.tenancy.on_enqueue(step.work, st.now)
+    step.arrival = now
+    queues.pending_of(step.model_key or "").push(step, pol.tenancy)
+    pol.tenancy.on_enqueue(step.work, now)
 
 
-def unpark(st: CoreState, step: QueuedStep, dispatched: bool) -> None:
+def unpark(pol: Policies, queues: Queues, step: QueuedStep, dispatched: bool, now: float) -> None:
     """Take a step out of its pending queue (cancelled or re-routed: ``on_dequeue``)."""
-    queue = st.pending.get(step.pending_model or "")
+    queue = queues.pending.get(step.pending_model or "")
     step.pending_model = None
     if queue is not None and queue.remove(step) and not dispatched:
-        st.tenancy.on_dequeue(step.key, st.now)
+        pol.tenancy.on_dequeue(step.key, now)
 
 
-def room(st: CoreState, rec: ReplicaRecord) -> int:
+def room(pol: Policies, rec: ReplicaRecord, now: float) -> int:
     """How many pending steps ``rec`` may take now (0 unless it can start them soon)."""
     if not rec.routable:
         return 0
-    ahead = st.take_ahead_s
+    ahead = pol.take_ahead_s
     if rec.state == ReplicaState.READY:
-        if rec.running and rec.busy_until - ahead > st.now:
+        if rec.running and rec.busy_until - ahead > now:
             return 0
-    elif rec.state != ReplicaState.LOADING or rec.ready_at - st.now > ahead:
+    elif rec.state != ReplicaState.LOADING or rec.ready_at - now > ahead:
         return 0
-    cap = st.batching.max_batch_size(rec.model) * st.config.binding.max_local_batches
+    cap = pol.batching.max_batch_size(rec.model) * pol.config.binding.max_local_batches
     return max(0, cap - len(rec.queue))
 
 
-def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
+def rooms_of(pol: Policies, cluster: Cluster, model_key: str, now: float) -> dict[str, int]:
     """replica id -> ``room`` for every replica of the model with room, in ``by_model`` order.
 
     The same figures as calling ``room`` per replica; written out once because the core asks
     for them on every step while a model has pending work."""
-    reps = st.cluster.by_model.get(model_key)
+    reps = cluster.by_model.get(model_key)
     if not reps:
         return {}
-    now = st.now
-    ahead = st.take_ahead_s
+    ahead = pol.take_ahead_s
     ready, loading = ReplicaState.READY, ReplicaState.LOADING
+    batching, per = pol.batching, pol.config.binding.max_local_batches
     rooms: dict[str, int] = {}
     for rec in reps.values():
         # the most common replica by far is a busy ready one: it is ruled out first
@@ -83,9 +76,7 @@ def rooms_of(st: CoreState, model_key: str) -> dict[str, int]:
         state = rec.state
         if state != ready and (state != loading or rec.ready_at - now > ahead):
             continue
-        n = st.batching.max_batch_size(rec.model) * st.config.binding.max_local_batches - len(
-            rec.queue
-        )
+        n = batching.max_batch_size(rec.model) * per - len(rec.queue)
         if n > 0:
             rooms[rec.replica_id] = n
     return rooms

@@ -1,35 +1,28 @@
-"""Configuration and shared mutable state of one ``ControlCore``.
+"""Configuration, policies and the state of one ``ControlCore``.
 
-The engine's phase helpers (loads, queueing, batching, stealing, runs) all work on one
-``CoreState``; actions they decide are appended with ``emit`` under the current phase.
+``CoreState`` is made of parts, each owned by one concern (``parts``, ``cluster``); the engine
+holds the whole and ``phases.run_phases`` hands each phase the parts it may touch. ``Policies``
+is what every phase consults: the configuration and the policy objects.
 """
 
 from __future__ import annotations
 
-import heapq
 import random
-from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from control.core.actions import Action
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
-from control.core.dag.run import CompiledDag
+from control.core.cluster import Cluster
 from control.core.latency import LatencyModel
-from control.core.pending import PendingQueue
-from control.core.routing.base import RoutingContext, RoutingPolicy
+from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
+from control.core.routing.base import RoutingPolicy
 from control.core.routing.predicted_completion import PredictedCompletionConfig
 from control.core.routing.stealing import StealConfig
 from control.core.routing.transfer import TransferCosts
-from control.core.state import Cluster, InflightBatch, QueuedStep, RunRecord
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
-from control.core.types import BatchResult, ModelSpec, Request
-
-if TYPE_CHECKING:
-    from control.core.rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -76,8 +69,10 @@ class CoreConfig:
             )
 
 
-class CoreState:
-    """Everything a core knows. Mutated only by the core's own methods during calls."""
+class Policies:
+    """The configuration and the policies every phase consults. The core changes none of it
+    during a step (the tenancy half keeps its own books, told through its methods);
+    ``reserved_devices`` follows the tenancy configuration (its headroom devices)."""
 
     def __init__(
         self,
@@ -100,54 +95,22 @@ class CoreState:
         self.batching = batching
         self.routing = routing
         self.rng = rng
-        self.models: dict[str, ModelSpec] = {}
-        self.workflows: dict[str, CompiledDag] = {}
-        self.cluster = Cluster()
-        self.runs: dict[str, RunRecord] = {}
-        self.finished: deque[RunRecord] = deque(maxlen=config.finished_runs_kept)
-        self.seen_requests: set[str] = set()
-        self.steps: dict[str, QueuedStep] = {}  # live attempts: ready, queued or in flight
-        self.batches: dict[str, InflightBatch] = {}
-        self.dropped_batches: set[str] = set()  # batches failed by the core (late results ignored)
-        self.deferred: list[object] = []  # fleet events applied at the next step
-        self.sessions: dict[str, str] = {}
-        self.submitted: list[tuple[Request, float]] = []
-        self.completed: list[tuple[BatchResult, float]] = []
-        self.output_started: set[str] = set()
-        self.ready: list[QueuedStep] = []  # steps to route in the next routing phase
-        self.tools: list[QueuedStep] = []  # tool steps to dispatch in the batching phase
-        self.pending: dict[str, PendingQueue[QueuedStep]] = {}  # model -> ready steps not yet bound
-        self.unplaced: dict[str, list[QueuedStep]] = {}  # model -> steps no device can load
-        self.dirty: set[str] = set()  # replicas whose batching decision may have changed
-        self.headroom_blocked: set[str] = set()  # replicas holding work headroom refused
-        self.timers: list[tuple[float, int, str, str]] = []  # (when, seq, kind, id)
         self.reserved_devices: frozenset[str] = frozenset()
-        self.counters: Counter[str] = Counter()
-        self.seq = 0
+
+
+class CoreState:
+    """Everything a core knows, as parts. Changed only by the core's own methods during calls;
+    ``now`` is the instant of the last step."""
+
+    def __init__(self, pol: Policies) -> None:
+        self.pol = pol
+        self.catalog = Catalog()
+        self.inbox = Inbox()
+        self.runs = Runs(pol.config.finished_runs_kept)
+        self.cluster = Cluster()
+        self.queues = Queues()
+        self.rollouts = Rollouts()
+        self.ids = Ids()
+        self.timers = Timers(self.ids)
+        self.log = ActionLog()
         self.now = 0.0
-        self.phase = "admission"
-        self.actions: list[tuple[str, Action]] = []
-        self.preload: Counter[str] = Counter()  # issued, hits, misses
-        self.routing_ctx: RoutingContext | None = None  # rebuilt when now or sessions change
-        # (workflow, prompt tokens, output tokens) -> (est tokens, est cost): a pure cache
-        self.estimates: dict[tuple[str, int, int], tuple[int, int]] = {}
-        self.rollout: Rollout | None = None  # the active or last rollout
-        self.placement_events: list[object] = []  # PlacementChanged / RollbackRequested
-        self.placement_history: list[tuple[str, dict, dict]] = []  # (plan id, target, splits)
-        self.splits: dict[str, tuple[tuple[str, int], ...]] = {}  # canary traffic splits
-        self.idle_check_at: float | None = None  # earliest scale-to-zero expiry
-        self.evicted_loading: set[str] = set()  # loads cancelled by the core (late reports)
-
-    def emit(self, action: Action) -> None:
-        """Record a decided action under the current phase and count it."""
-        self.actions.append((self.phase, action))
-        self.counters[type(action).__name__] += 1
-
-    def next_id(self, prefix: str) -> str:
-        self.seq += 1
-        return f"{prefix}{self.seq}"
-
-    def arm(self, when: float, kind: str, ident: str) -> None:
-        """Schedule a wake-up: ``kind`` "batch" or "ahead" (replica id) or "timeout" (step key)."""
-        self.seq += 1
-        heapq.heappush(self.timers, (when, self.seq, kind, ident))

@@ -7,7 +7,9 @@ grouping is built only when read; the same inputs and seed always give the same 
 incremental: only replicas marked dirty since the last step are considered for batching, only
 new ready steps are routed, and timers sit in a heap. Ready steps bind late by default (``binding``): they wait in
 their model's pending queue, in the tenancy half's fair-share order, and the routing phase ends
-by handing them to replicas that can start them (``queueing.bind_pending``).
+by handing them to replicas that can start them (``queueing.bind_pending``). The state is a
+``context.CoreState`` made of parts, each owned by one concern; each phase is handed the parts
+it may read or change.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable
 from control.core import rollout
 from control.core.actions import PhaseView, StepPlan
 from control.core.batching.registry import make_batching
-from control.core.context import CoreConfig, CoreState
+from control.core.context import CoreConfig, CoreState, Policies
 from control.core.dag.run import CompiledDag
 from control.core.dag.validate import validate
 from control.core.errors import (
@@ -44,10 +46,11 @@ from control.core.events import (
     WorkflowRegistered,
 )
 from control.core.fleet import apply_device_up, apply_replica_loaded
+from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
-from control.core.snapshot import CoreGauges, CoreSnapshot, build_gauges, build_snapshot
+from control.core.snapshot import CoreSnapshot, build_snapshot
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
 from control.core.types import BatchResult, DeviceSpec, ModelSpec, Request
@@ -65,7 +68,7 @@ class ControlCore:
         rng: random.Random | None = None,
     ) -> None:
         config = config or CoreConfig()
-        self._st = CoreState(
+        pol = Policies(
             config,
             tenancy,
             cost,
@@ -74,40 +77,43 @@ class ControlCore:
             make_routing(config.routing, config.routing_config),
             rng or random.Random(0),
         )
+        self._st = st = CoreState(pol)
         self._handlers: dict[type, Callable[[object, float], None]] = {
             ModelRegistered: self._on_model,
             WorkflowRegistered: self._on_workflow,
-            DeviceUp: lambda e, now: apply_device_up(self._st, e.device),  # type: ignore[attr-defined]
-            ReplicaLoaded: lambda e, now: apply_replica_loaded(self._st, e),  # type: ignore[arg-type]
-            OutputStarted: lambda e, now: self._st.output_started.add(e.request_id),  # type: ignore[attr-defined]
+            DeviceUp: lambda e, now: apply_device_up(st.cluster, e.device),  # type: ignore[attr-defined]
+            ReplicaLoaded: self._on_replica_loaded,
+            OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
             DeviceDown: self._defer,
             ReplicaLoadFailed: self._defer,
             ReplicaUnloaded: self._defer,
             PlacementChanged: self._on_placement,
-            RollbackRequested: lambda e, now: self._st.placement_events.append(e),
+            RollbackRequested: lambda e, now: st.inbox.placement_events.append(e),
         }
 
     # ----- recording (no decisions)
     def submit(self, req: Request, now: float) -> None:
         """Record a request; admission happens at the next ``step``."""
         st = self._st
-        if req.request_id in st.seen_requests:
+        inbox = st.inbox
+        if req.request_id in inbox.seen_requests:
             raise DuplicateRequestError(req.request_id)
-        if req.workflow not in st.workflows:
+        if req.workflow not in st.catalog.workflows:
             raise UnknownWorkflowError(req.workflow)
-        st.seen_requests.add(req.request_id)
-        st.submitted.append((req, now))
+        inbox.seen_requests.add(req.request_id)
+        inbox.submitted.append((req, now))
 
     def complete(self, result: BatchResult, now: float) -> None:
         """Record a finished batch; its steps advance at the next ``step``."""
         st = self._st
-        if result.batch_id in st.dropped_batches:
-            st.dropped_batches.discard(result.batch_id)
+        cluster = st.cluster
+        if result.batch_id in cluster.dropped_batches:
+            cluster.dropped_batches.discard(result.batch_id)
             return
-        if result.batch_id not in st.batches:
+        if result.batch_id not in cluster.batches:
             raise UnknownBatchError(result.batch_id)
-        st.completed.append((result, now))
+        st.inbox.completed.append((result, now))
 
     def ingest(self, event: object, now: float) -> None:
         """Record a fleet/config event. Registrations and state changes apply at once; events
@@ -133,15 +139,16 @@ class ControlCore:
         if now < st.now:
             raise TimeWentBackwardsError(now, st.now)
         st.now = now
-        st.actions = []
-        run_phases(st)
-        tagged = st.actions
+        log = st.log
+        log.actions = []
+        run_phases(st, now)
+        tagged = log.actions
         return StepPlan(now, tuple([a for _, a in tagged]), PhaseView(tagged))
 
     def next_wakeup(self, now: float) -> float | None:
         """Earliest time after ``now`` a step is due with no new input (batch delay, timeout,
         tenancy timer); strictly greater than ``now``, or None."""
-        timers = self._st.timers
+        timers = self._st.timers.heap
         while timers and not self._timer_live(timers[0][2], timers[0][3]):
             heapq.heappop(timers)  # drop stale timers: a cache cleanup, not a decision
         mine = timers[0][0] if timers and timers[0][0] > now else None
@@ -150,10 +157,10 @@ class ControlCore:
                 (t for t, _, k, i in timers if t > now and self._timer_live(k, i)), default=None
             )
         best = mine  # the earliest of mine, the tenancy half's and the idle check (after now)
-        theirs = self._st.tenancy.next_wakeup(now)
+        theirs = self._st.pol.tenancy.next_wakeup(now)
         if theirs is not None and theirs > now and (best is None or theirs < best):
             best = theirs
-        idle = self._st.idle_check_at
+        idle = self._st.timers.idle_check_at
         if idle is not None and idle > now and (best is None or idle < best):
             best = idle
         return best
@@ -167,9 +174,9 @@ class ControlCore:
             rec = st.cluster.replicas.get(ident)
             if rec is None or len(rec.running) != 1:
                 return False
-            pending = st.pending.get(rec.model.key)
+            pending = st.queues.pending.get(rec.model.key)
             return bool(rec.queue) or (pending is not None and bool(pending.entries))
-        step = st.steps.get(ident)
+        step = st.runs.steps.get(ident)
         return step is not None and step.batch_id is not None
 
     def snapshot(self) -> CoreSnapshot:
@@ -187,26 +194,33 @@ class ControlCore:
 
     # ----- event handlers
     def _defer(self, event: object, now: float) -> None:
-        self._st.deferred.append(event)
+        self._st.inbox.deferred.append(event)
 
     def _on_model(self, event: object, now: float) -> None:
         model = event.model  # type: ignore[attr-defined]
-        self._st.models[model.key] = model
+        self._st.catalog.models[model.key] = model
 
     def _on_workflow(self, event: object, now: float) -> None:
         spec = event.spec  # type: ignore[attr-defined]
-        problems = validate(spec, {k: m.task for k, m in self._st.models.items()})
+        catalog = self._st.catalog
+        problems = validate(spec, {k: m.task for k, m in catalog.models.items()})
         if problems:
             raise InvalidWorkflowError(spec.workflow, problems)
-        self._st.workflows[spec.workflow] = CompiledDag(spec)
-        self._st.estimates.clear()  # estimates of the replaced workflow are stale
+        catalog.add_workflow(spec.workflow, CompiledDag(spec))
+
+    def _on_replica_loaded(self, event: object, now: float) -> None:
+        st = self._st  # the replica is ready as of the last step (``st.now``)
+        ev: ReplicaLoaded = event  # type: ignore[assignment]
+        apply_replica_loaded(st.pol, st.catalog, st.cluster, st.queues, ev, st.now)
 
     def _on_placement(self, event: object, now: float) -> None:
         ev: PlacementChanged = event  # type: ignore[assignment]
-        rollout.check_placements(self._st, ev.placements, ev.splits)  # misuse raises here
-        self._st.placement_events.append(ev)
+        st = self._st
+        rollout.check_placements(st.catalog, st.cluster, ev.placements, ev.splits)  # misuse raises
+        st.inbox.placement_events.append(ev)
 
     def _on_tenancy(self, event: object, now: float) -> None:
         config = event.config  # type: ignore[attr-defined]
-        self._st.tenancy.configure(config, now)
-        self._st.reserved_devices = frozenset(d for h in config.headroom for d in h.device_ids)
+        pol = self._st.pol
+        pol.tenancy.configure(config, now)
+        pol.reserved_devices = frozenset(d for h in config.headroom for d in h.device_ids)

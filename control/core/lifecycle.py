@@ -13,43 +13,51 @@ from __future__ import annotations
 
 import zlib
 
-from control.core.context import CoreState
+from control.core.cluster import Cluster
+from control.core.context import Policies
 from control.core.loads import evict
+from control.core.parts import ActionLog, Catalog, Queues, Rollouts, Timers
 from control.core.state import QueuedStep
 from control.core.types import ReplicaState
 
 
-def scale_to_zero(st: CoreState) -> None:
-    """Evict the replicas of models idle for the configured time; re-arm the next check."""
-    idle_s = st.config.scale_to_zero_idle_s
-    if idle_s is None or (st.idle_check_at is not None and st.now < st.idle_check_at):
+def scale_to_zero(
+    pol: Policies, cluster: Cluster, queues: Queues, rollouts: Rollouts, timers: Timers,
+    log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Evict the replicas of models idle for the configured time; re-arm the next check
+    (``timers.idle_check_at``). Nothing is evicted while a rollout loads or drains."""
+    idle_s = pol.config.scale_to_zero_idle_s
+    if idle_s is None or (timers.idle_check_at is not None and now < timers.idle_check_at):
         return
-    if st.rollout is not None and st.rollout.state in ("loading", "draining"):
+    ro = rollouts.current
+    if ro is not None and ro.state in ("loading", "draining"):
         return
-    st.idle_check_at = None
-    for model_key in sorted(st.cluster.by_model):
-        reps = list(st.cluster.by_model[model_key].values())
+    check_at: float | None = None
+    for model_key in sorted(cluster.by_model):
+        reps = list(cluster.by_model[model_key].values())
         if (
             not reps
-            or len(st.pending.get(model_key, ()))
+            or len(queues.pending.get(model_key, ()))
             or any(r.running or r.queue or r.state != ReplicaState.READY for r in reps)
         ):
             continue
         last = max(r.last_used for r in reps)
-        if st.now >= last + idle_s:
+        if now >= last + idle_s:
             for r in sorted(reps, key=lambda r: r.replica_id):
-                evict(st, r, f"scale to zero: {model_key} had no work for "
-                      f"{st.now - last:.1f} s (minimum idle {idle_s:g} s)")  # fmt: skip
-            st.counters["scale_to_zero.evicted_models"] += 1
+                evict(cluster, log, r, f"scale to zero: {model_key} had no work for "
+                      f"{now - last:.1f} s (minimum idle {idle_s:g} s)")  # fmt: skip
+            log.counters["scale_to_zero.evicted_models"] += 1
         else:
             due = last + idle_s
-            st.idle_check_at = due if st.idle_check_at is None else min(st.idle_check_at, due)
+            check_at = due if check_at is None else min(check_at, due)
+    timers.idle_check_at = check_at
 
 
-def pick_variant(st: CoreState, step: QueuedStep) -> str:
+def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
     """The served model key for a step: its own key, or a canary version by weight."""
     key = step.model_key or ""
-    split = st.splits.get(key)
+    split = catalog.splits.get(key)
     if not split:
         return key
     total = sum(w for _, w in split)

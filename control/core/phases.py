@@ -1,171 +1,223 @@
 """The phases of one ``ControlCore.step``, in ``actions.PHASES`` order.
 
-``run_phases`` is the body of ``step``: each phase is a function of the core's state that may
-emit actions (tagged with ``st.phase``). A phase with nothing to do is skipped: each guard below
-is the phase's own "nothing to do" condition, so skipping changes no decision, and a step at an
-instant that touched little costs little (a busy twin runs millions of steps).
+``run_phases`` is the body of ``step``: it hands each phase the parts of the state it may read
+or change (``context.CoreState``), and each phase may emit actions (tagged with ``log.phase``).
+``pol`` (configuration and policies) is read by every phase. A phase with nothing to do is
+skipped: each guard below is the phase's own "nothing to do" condition, so skipping changes no
+decision, and a step at an instant that touched little costs little (a busy twin runs millions
+of steps).
 """
 
 from __future__ import annotations
 
 import heapq
 
-from control.core import rollout, runs
+from control.core import rollout
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
-from control.core.context import CoreState
+from control.core.cluster import Cluster
+from control.core.context import CoreState, Policies
 from control.core.events import DeviceDown, PlacementChanged, ReplicaLoadFailed
 from control.core.fleet import device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
+from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
+from control.core.runs import admit, fail_step, on_item_done, preempt
 from control.core.stealer import steal_phase
 from control.core.types import BatchResult
 
 
-def run_phases(st: CoreState) -> None:
-    """Make every decision due at ``st.now`` (set by the caller with ``st.actions`` empty)."""
-    now = st.now
-    st.phase = "admission"
-    if st.submitted:
-        admission(st)
-    st.phase = "completions"
-    if st.deferred or st.completed:
-        completions(st)
-    st.phase = "timeouts"
-    if st.timers and st.timers[0][0] <= now:
-        timers(st)
-    st.phase = "reclaims"
-    reclaims(st)
-    st.phase = "placement"
-    if st.placement_events or st.rollout is not None or st.config.scale_to_zero_idle_s is not None:
-        placement(st)  # otherwise nothing to roll out and nothing scales to zero
-    st.phase = "routing"
-    if st.ready or st.pending:
-        routing(st)
-    st.phase = "loads"
-    if st.unplaced:
-        retry_unplaced(st)
-    st.phase = "stealing"
-    if st.dirty:
-        reps = st.cluster.replicas
-        idle = sorted(r for r in st.dirty if r in reps and reps[r].idle)
+def run_phases(st: CoreState, now: float) -> None:
+    """Make every decision due at ``now`` (the caller set ``st.now`` and emptied the log)."""
+    pol, catalog, inbox, runs, cluster = st.pol, st.catalog, st.inbox, st.runs, st.cluster
+    queues, rollouts, timers, ids, log = st.queues, st.rollouts, st.timers, st.ids, st.log
+    log.phase = "admission"
+    if inbox.submitted:
+        admission(pol, catalog, inbox, runs, cluster, queues, ids, log, now)
+    log.phase = "completions"
+    if inbox.deferred or inbox.completed:
+        completions(pol, inbox, runs, cluster, queues, timers, log, now)
+    log.phase = "timeouts"
+    if timers.due(now):
+        fire_timers(pol, runs, cluster, queues, timers, log, now)
+    log.phase = "reclaims"
+    reclaims(pol, runs, cluster, queues, log, now)
+    log.phase = "placement"
+    rolling = bool(inbox.placement_events) or rollouts.current is not None
+    if rolling or pol.config.scale_to_zero_idle_s is not None:
+        # otherwise nothing to roll out and nothing scales to zero
+        placement(pol, catalog, inbox, cluster, queues, rollouts, timers, ids, log, now)
+    log.phase = "routing"
+    if queues.ready or queues.pending:
+        routing(pol, catalog, runs, cluster, queues, ids, log, now)
+    log.phase = "loads"
+    if queues.unplaced:
+        retry_unplaced(pol, catalog, runs, cluster, queues, ids, log, now)
+    log.phase = "stealing"
+    if queues.dirty:
+        reps = cluster.replicas
+        idle = sorted(r for r in queues.dirty if r in reps and reps[r].idle)
     else:
         idle = []
-    steal_phase(st, idle)
-    st.phase = "batching"
-    if st.tools or st.dirty or st.headroom_blocked or st.config.binding.bind_ahead_us:
-        batching(st)
+    steal_phase(pol, cluster, queues, ids, log, idle, now)
+    log.phase = "batching"
+    if queues.tools or queues.dirty or queues.headroom_blocked or pol.config.binding.bind_ahead_us:
+        batching(pol, catalog, cluster, queues, timers, ids, log, now)
 
 
-def admission(st: CoreState) -> None:
-    """Admit or refuse every submitted request."""
-    submitted, st.submitted = st.submitted, []
+def admission(
+    pol: Policies, catalog: Catalog, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues,
+    ids: Ids, log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Admit or refuse every submitted request: takes ``inbox.submitted``; a run started adds
+    to ``runs`` and its ready steps to ``queues.ready``, and may preload models (``cluster``)."""
+    submitted, inbox.submitted = inbox.submitted, []
     for req, _at in submitted:
-        runs.admit(st, req, st.now)
+        admit(pol, catalog, runs, cluster, queues, ids, log, req, now)
 
 
-def completions(st: CoreState) -> None:
-    """Apply deferred fleet events, then finished batches (their steps advance)."""
-    deferred, st.deferred = st.deferred, []
+def completions(
+    pol: Policies, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers,
+    log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Apply deferred fleet events (lost replicas: their steps are routed again or retried),
+    then finished batches (their replicas free up, their steps advance): takes
+    ``inbox.deferred`` and ``inbox.completed``."""
+    deferred, inbox.deferred = inbox.deferred, []
     for ev in deferred:
         if isinstance(ev, DeviceDown):
-            device_down(st, ev.device_id, ev.reason)
+            device_down(pol, runs, cluster, queues, log, ev.device_id, ev.reason, now)
         elif isinstance(ev, ReplicaLoadFailed):
-            fail_replica(st, ev.replica_id, f"load failed: {ev.error}")
+            why = f"load failed: {ev.error}"
+            fail_replica(pol, runs, cluster, queues, log, ev.replica_id, why, now)
         else:
-            fail_replica(st, ev.replica_id, "replica unloaded")  # type: ignore[attr-defined]
-    done, st.completed = st.completed, []
+            rid: str = ev.replica_id  # type: ignore[attr-defined]
+            fail_replica(pol, runs, cluster, queues, log, rid, "replica unloaded", now)
+    done, inbox.completed = inbox.completed, []
     for result, _at in done:
-        batch_done(st, result)
+        batch_done(pol, runs, cluster, queues, timers, log, result, now)
 
 
-def batch_done(st: CoreState, result: BatchResult) -> None:
+def batch_done(
+    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers, log: ActionLog,
+    result: BatchResult, now: float,
+) -> None:  # fmt: skip
     """Free the batch's replica and advance (or retry) each of its live steps."""
-    batch = st.batches.pop(result.batch_id, None)
+    batch = cluster.batches.pop(result.batch_id, None)
     if batch is None:
         return
-    rec = st.cluster.replicas.get(batch.replica_id or "")
+    rec = cluster.replicas.get(batch.replica_id or "")
     if rec is not None:
-        rec.stop_running(result.batch_id, len(batch.items), st.now)
-        arm_ahead(st, rec)  # a batch sent ahead now runs alone: look again near its end
-        st.dirty.add(rec.replica_id)
-        st.batching.observe(rec.model, len(batch.items), result.device_us)
+        rec.stop_running(result.batch_id, len(batch.items), now)
+        # a batch sent ahead now runs alone: look again near its end
+        arm_ahead(pol, timers, rec, now)
+        queues.dirty.add(rec.replica_id)
+        pol.batching.observe(rec.model, len(batch.items), result.device_us)
     reported = {r.key: r for r in result.items}
-    for key, step in batch.items.items():
-        if st.steps.get(key) is not step:
+    dev = rec.device.device_id if rec else None
+    for step in batch.items.values():
+        if not runs.is_live(step):
             continue  # stale attempt (timed out, run ended)
-        res = reported.get(key)
-        dev = rec.device.device_id if rec else None
-        runs.on_item_done(st, step, res, dev, batch.replica_id)
+        res = reported.get(step.key)
+        on_item_done(pol, runs, cluster, queues, log, step, res, dev, batch.replica_id, now)
 
 
-def timers(st: CoreState) -> None:
-    """Fire due timers: batching deadlines and dispatch-ahead points (replica dirty) and step
-    timeouts."""
-    while st.timers and st.timers[0][0] <= st.now:
-        _, _, kind, ident = heapq.heappop(st.timers)
+def fire_timers(
+    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers, log: ActionLog,
+    now: float,
+) -> None:  # fmt: skip
+    """Fire due timers: batching deadlines and dispatch-ahead points mark their replica dirty;
+    a step still in flight at its timeout fails (and may be retried)."""
+    heap = timers.heap
+    while heap and heap[0][0] <= now:
+        _, _, kind, ident = heapq.heappop(heap)
         if kind == "batch" or kind == "ahead":
-            st.dirty.add(ident)
+            queues.dirty.add(ident)
             continue
-        step = st.steps.get(ident)
+        step = runs.steps.get(ident)
         if step is not None and step.batch_id is not None:
-            st.counters["steps.timed_out"] += 1
-            runs.fail_step(st, step, f"timed out after {step.node.timeout_s} s")
+            log.counters["steps.timed_out"] += 1
+            why = f"timed out after {step.node.timeout_s} s"
+            fail_step(pol, runs, cluster, queues, log, step, why, now)
 
 
-def reclaims(st: CoreState) -> None:
+def reclaims(
+    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, log: ActionLog, now: float
+) -> None:
     """Preempt the runs the tenancy half reclaims (asked once per step). The live set of runs
     that produced output is passed (no copy per step): the tenancy half only reads it during
     the call, and its orders are a list made before any run is preempted."""
-    for order in st.tenancy.reclaims(st.now, st.output_started):
-        runs.preempt(st, order.request_id, order.reason)
+    for order in pol.tenancy.reclaims(now, runs.output_started):
+        preempt(pol, runs, cluster, queues, log, order.request_id, order.reason, now)
 
 
-def placement(st: CoreState) -> None:
-    """Start or roll back rollouts, advance the active one, scale idle models to zero."""
-    events, st.placement_events = st.placement_events, []
+def placement(
+    pol: Policies, catalog: Catalog, inbox: Inbox, cluster: Cluster, queues: Queues,
+    rollouts: Rollouts, timers: Timers, ids: Ids, log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Start or roll back rollouts (takes ``inbox.placement_events``), advance the active one
+    (loads, drains and moves in ``cluster`` and ``queues``; splits in ``catalog`` when it
+    completes), scale idle models to zero (``timers.idle_check_at``: the next check)."""
+    events, inbox.placement_events = inbox.placement_events, []
     for ev in events:
         if isinstance(ev, PlacementChanged):
             target = {(m, tuple(d)): (n, pool) for m, d, n, pool in ev.placements}
-            rollout.begin(st, ev.plan_id, target, dict(ev.splits), ev.reason)
+            splits = dict(ev.splits)
+            rollout.begin(catalog, cluster, rollouts, log, ev.plan_id, target, splits, ev.reason,
+                          now)  # fmt: skip
         else:
-            rollout.request_rollback(st, ev.reason)  # type: ignore[attr-defined]
-    rollout.advance(st)
-    scale_to_zero(st)
+            why: str = ev.reason  # type: ignore[attr-defined]
+            rollout.request_rollback(catalog, cluster, rollouts, log, why, now)
+    rollout.advance(pol, catalog, cluster, queues, rollouts, ids, log, now)
+    scale_to_zero(pol, cluster, queues, rollouts, timers, log, now)
 
 
-def routing(st: CoreState) -> None:
-    """Route new ready steps (tools to the host), then bind pending work late."""
-    ready, st.ready = st.ready, []
+def routing(
+    pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, ids: Ids,
+    log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Route new ready steps (tools to the host), then bind pending work late: takes
+    ``queues.ready``; steps go to replica queues, pending queues, ``queues.tools`` or
+    ``queues.unplaced``, and cold loads may start."""
+    ready, queues.ready = queues.ready, []
     for step in ready:
-        if st.steps.get(step.key) is not step:
+        if not runs.is_live(step):
             continue
         if step.node.is_tool:
-            st.tools.append(step)
+            queues.tools.append(step)
         else:
-            route(st, step)
-    bind_pending(st)
+            route(pol, catalog, cluster, queues, ids, log, step, now)
+    bind_pending(pol, catalog, cluster, queues, ids, log, now)
 
 
-def retry_unplaced(st: CoreState) -> None:
-    """Route again the steps no device could take before."""
-    waiting, st.unplaced = st.unplaced, {}
+def retry_unplaced(
+    pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, ids: Ids,
+    log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Route again the steps no device could take before (takes ``queues.unplaced``)."""
+    waiting, queues.unplaced = queues.unplaced, {}
     for model_key in sorted(waiting):
         for step in waiting[model_key]:
-            if st.steps.get(step.key) is step:
-                route(st, step)
+            if runs.is_live(step):
+                route(pol, catalog, cluster, queues, ids, log, step, now)
 
 
-def batching(st: CoreState) -> None:
-    """Dispatch tool steps, then form batches on dirty (or headroom-blocked) replicas."""
-    tools, st.tools = st.tools, []
+def batching(
+    pol: Policies, catalog: Catalog, cluster: Cluster, queues: Queues, timers: Timers, ids: Ids,
+    log: ActionLog, now: float,
+) -> None:  # fmt: skip
+    """Dispatch tool steps, then form batches on dirty (or headroom-blocked) replicas: takes
+    ``queues.tools`` and the marks; batches go in flight (``cluster``) with their timeouts
+    (``timers``), or a replica arms its batching deadline."""
+    tools, queues.tools = queues.tools, []
     for step in tools:
-        dispatch_tool(st, step)
-    dirty = sorted(st.dirty | st.headroom_blocked)
-    st.dirty.clear()
-    st.headroom_blocked.clear()
+        dispatch_tool(pol, cluster, timers, ids, log, step, now)
+    dirty = sorted(queues.dirty | queues.headroom_blocked)
+    queues.dirty.clear()
+    queues.headroom_blocked.clear()
     for rid in dirty:
-        rec = st.cluster.replicas.get(rid)
+        rec = cluster.replicas.get(rid)
         if rec is not None:
-            form_batch(st, rec)
-    if st.config.binding.bind_ahead_us:
-        bind_pending(st)  # replicas that just started a short batch take their next one
+            form_batch(pol, cluster, queues, timers, ids, log, rec, now)
+    if pol.config.binding.bind_ahead_us:
+        # replicas that just started a short batch take their next one
+        bind_pending(pol, catalog, cluster, queues, ids, log, now)

@@ -2,7 +2,8 @@
 
 ``build_snapshot`` copies what it shows into frozen dataclasses and tuples; nothing in a
 snapshot aliases the core's mutable state. Each queued step carries a sentence saying why it
-waits, followed by the tenancy half's own explanation.
+waits, followed by the tenancy half's own explanation. It reads every part and changes none.
+The figures sampled every second are ``gauges``' (no explanations built).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from control.core.context import CoreState
-from control.core.state import QueuedStep, ReplicaRecord, RunRecord
+from control.core.cluster import Cluster
+from control.core.context import CoreState, Policies
+from control.core.gauges import PreloadStats, preload_stats
+from control.core.parts import Queues, Rollout
+from control.core.state import DeviceRecord, InflightBatch, QueuedStep, ReplicaRecord, RunRecord
 from control.core.tenancy.base import QueuePositions
 from control.core.values import keeps_dict
 
@@ -78,14 +82,6 @@ class BatchView:
     predicted_us: int
 
 
-@dataclass(frozen=True)
-class PreloadStats:
-    issued: int
-    hits: int
-    misses: int
-    hit_rate_milli: int | None  # hits / (hits + misses) in thousandths; None before any outcome
-
-
 @keeps_dict  # serialized with vars()
 @dataclass(frozen=True)
 class RolloutView:
@@ -143,9 +139,9 @@ def _run_view(run: RunRecord) -> RunView:
 
 
 def _why(
-    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions
-) -> str:
-    now = st.now
+    pol: Policies, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions,
+    now: float,
+) -> str:  # fmt: skip
     if rec is None:
         own = f"no cold-pool device has room to load {step.model_key} ({step.key} waits for memory)"
     elif rec.loading:
@@ -164,35 +160,37 @@ def _why(
             f"sequences running, {rec.free_slots()} free) at the next step"
         )
     else:
-        cap = st.batching.max_batch_size(rec.model)
+        cap = pol.batching.max_batch_size(rec.model)
         own = (
             f"batch forming on {rec.replica_id}: {len(rec.queue)} of {cap} items; it dispatches "
             f"when full or when the oldest item's max delay is up"
         )
-    return f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, now, pos)}"
+    return f"{own} | tenancy: {pol.tenancy.explain(step.work.request_id, now, pos)}"
 
 
 def _step_view(
-    st: CoreState, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions
-) -> QueuedStepView:
+    pol: Policies, step: QueuedStep, rec: ReplicaRecord | None, ahead: int, pos: QueuePositions,
+    now: float,
+) -> QueuedStepView:  # fmt: skip
     w = step.work
     return QueuedStepView(
         step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class,
-        rec.replica_id if rec else None, step.arrival, _why(st, step, rec, ahead, pos),
+        rec.replica_id if rec else None, step.arrival, _why(pol, step, rec, ahead, pos, now),
     )  # fmt: skip
 
 
 def _pending_view(
-    st: CoreState, step: QueuedStep, ahead: int, pos: QueuePositions
-) -> QueuedStepView:
+    pol: Policies, cluster: Cluster, step: QueuedStep, ahead: int, pos: QueuePositions,
+    now: float,
+) -> QueuedStepView:  # fmt: skip
     model = step.model_key or ""
-    reps = st.cluster.by_model.get(model, {})
+    reps = cluster.by_model.get(model, {})
     busy = sum(1 for r in reps.values() if r.free_slots() == 0)
     own = (
         f"waiting for a free replica of {model} ({busy} of {len(reps)} busy); "
         f"{ahead} step(s) ahead in the fair-share order"
     )
-    why = f"{own} | tenancy: {st.tenancy.explain(step.work.request_id, st.now, pos)}"
+    why = f"{own} | tenancy: {pol.tenancy.explain(step.work.request_id, now, pos)}"
     w = step.work
     return QueuedStepView(
         step.key, w.request_id, step.node.node_id, w.tenant_id, w.priority_class, None,
@@ -207,8 +205,22 @@ def _replica_view(r: ReplicaRecord) -> ReplicaView:
     )  # fmt: skip
 
 
-def _rollout_view(st: CoreState) -> RolloutView | None:
-    ro = st.rollout
+def _device_view(cluster: Cluster, d: DeviceRecord) -> DeviceView:
+    models = tuple(sorted(cluster.replicas[r].model.key for r in d.replicas))
+    spec = d.spec
+    return DeviceView(
+        spec.device_id, spec.node_id, spec.accelerator, spec.pool, d.up, spec.memory_mib,
+        d.used_mib, models,
+    )  # fmt: skip
+
+
+def _batch_view(b: InflightBatch) -> BatchView:
+    return BatchView(
+        b.batch_id, b.replica_id, b.model_key, tuple(b.items), b.dispatched_at, b.predicted_us
+    )
+
+
+def _rollout_view(ro: Rollout | None) -> RolloutView | None:
     if ro is None:
         return None
     return RolloutView(
@@ -218,94 +230,57 @@ def _rollout_view(st: CoreState) -> RolloutView | None:
     )  # fmt: skip
 
 
-def build_snapshot(st: CoreState) -> CoreSnapshot:
-    """Copy the core's state into immutable views (O(state log state): the fair-share order
-    is computed once for every explanation; call it for display, not per step)."""
-    cl = st.cluster
-    pos = st.tenancy.queue_positions(st.now)
-    queues = {
-        rid: tuple(_step_view(st, s, rec, i, pos) for i, s in enumerate(rec.queue.values()))
-        for rid, rec in sorted(cl.replicas.items())
+def _waiting(
+    pol: Policies, cluster: Cluster, queues: Queues, now: float
+) -> tuple[dict[str, tuple[QueuedStepView, ...]], tuple[QueuedStepView, ...],
+           dict[str, tuple[QueuedStepView, ...]]]:  # fmt: skip
+    """(replica queues, unplaced steps, pending queues), each step with why it waits; the
+    fair-share order is computed once for every explanation."""
+    pos = pol.tenancy.queue_positions(now)
+    local = {
+        rid: tuple(_step_view(pol, s, rec, i, pos, now) for i, s in enumerate(rec.queue.values()))
+        for rid, rec in sorted(cluster.replicas.items())
         if rec.queue
     }
     unplaced = tuple(
-        _step_view(st, s, None, 0, pos) for k in sorted(st.unplaced) for s in st.unplaced[k]
+        _step_view(pol, s, None, 0, pos, now)
+        for k in sorted(queues.unplaced)
+        for s in queues.unplaced[k]
     )
     pending = {
         model: tuple(
-            _pending_view(st, s, i, pos) for i, s in enumerate(q.ordered(st.tenancy, st.now))
+            _pending_view(pol, cluster, s, i, pos, now)
+            for i, s in enumerate(q.ordered(pol.tenancy, now))
         )
-        for model, q in sorted(st.pending.items())
+        for model, q in sorted(queues.pending.items())
         if len(q)
     }
-    devices = tuple(
-        DeviceView(
-            d.spec.device_id,
-            d.spec.node_id,
-            d.spec.accelerator,
-            d.spec.pool,
-            d.up,
-            d.spec.memory_mib,
-            d.used_mib,
-            tuple(sorted(cl.replicas[r].model.key for r in d.replicas)),
-        )  # fmt: skip
-        for _, d in sorted(cl.devices.items())
-    )
-    batches = tuple(
-        BatchView(
-            b.batch_id, b.replica_id, b.model_key, tuple(b.items), b.dispatched_at, b.predicted_us
-        )
-        for b in st.batches.values()
-    )
-    preload = _preload_stats(st)
+    return local, unplaced, pending
+
+
+def build_snapshot(st: CoreState) -> CoreSnapshot:
+    """Copy the core's state into immutable views (O(state log state); call it for display,
+    not per step). Reads every part, changes none."""
+    pol, cl, runs, counters = st.pol, st.cluster, st.runs, st.log.counters
+    local, unplaced, pending = _waiting(pol, cl, st.queues, st.now)
+    devices = tuple(_device_view(cl, d) for _, d in sorted(cl.devices.items()))
+    batches = tuple(_batch_view(b) for b in cl.batches.values())
+    preload = preload_stats(cl)
     return CoreSnapshot(
         now=st.now,
-        runs=tuple(_run_view(r) for r in st.runs.values()),
-        recently_finished=tuple(_run_view(r) for r in st.finished),
-        queues=MappingProxyType(queues),
+        runs=tuple(_run_view(r) for r in runs.active.values()),
+        recently_finished=tuple(_run_view(r) for r in runs.finished),
+        queues=MappingProxyType(local),
         unplaced=unplaced,
         devices=devices,
         replicas=tuple(_replica_view(r) for _, r in sorted(cl.replicas.items())),
         batches=batches,
-        counters=MappingProxyType(dict(sorted(st.counters.items()))),
+        counters=MappingProxyType(dict(sorted(counters.items()))),
         preload=preload,
-        tenancy=st.tenancy.snapshot(),
-        rollout=_rollout_view(st),
-        splits=MappingProxyType(dict(st.splits)),
-        cold_starts=st.counters["loads.cold_starts"],
+        tenancy=pol.tenancy.snapshot(),
+        rollout=_rollout_view(st.rollouts.current),
+        splits=MappingProxyType(dict(st.catalog.splits)),
+        cold_starts=counters["loads.cold_starts"],
         cold_starts_avoided=preload.hits,
         pending=MappingProxyType(pending),
-    )
-
-
-@dataclass(frozen=True)
-class CoreGauges:
-    """The few figures the live metrics sample every second, in O(replicas + devices): no
-    per-step views and no explanations (a full snapshot costs O(queued log queued) and is for
-    display; sampled every second it stalled the driver under a backlog)."""
-
-    #: steps waiting per model: queued on its replicas or for a replica ("unplaced": no
-    #: replica can be placed yet)
-    queue_depth: Mapping[str, int]
-    runs_in_flight: int
-    preload: PreloadStats
-    device_ids: tuple[str, ...]
-
-
-def _preload_stats(st: CoreState) -> PreloadStats:
-    hits, misses = st.preload["hits"], st.preload["misses"]
-    rate = hits * 1000 // (hits + misses) if hits + misses else None
-    return PreloadStats(st.preload["issued"], hits, misses, rate)
-
-
-def build_gauges(st: CoreState) -> CoreGauges:
-    """The sampled figures of :class:`CoreGauges` (reads the state, changes nothing)."""
-    depth: dict[str, int] = {}
-    for rec in st.cluster.replicas.values():
-        depth[rec.model.key] = depth.get(rec.model.key, 0) + len(rec.queue)
-    for model, q in st.pending.items():
-        depth[model] = depth.get(model, 0) + len(q)
-    depth["unplaced"] = sum(len(steps) for steps in st.unplaced.values())
-    return CoreGauges(
-        MappingProxyType(depth), len(st.runs), _preload_stats(st), tuple(sorted(st.cluster.devices))
     )

@@ -1,8 +1,8 @@
 """Mutable records the engine keeps: devices, replicas with their local queues, steps, runs.
 
-Internal to the core (the outside world sees ``snapshot()``). Indexes are kept so no decision
-scans the whole fleet or every queue: replicas per model, replicas with queued work, and
-per-replica predicted backlog maintained on enqueue/dequeue.
+Internal to the core (the outside world sees ``snapshot()``). A replica keeps its queue's
+predicted backlog on enqueue/dequeue; the indexes over replicas (per model, with queued work)
+are ``cluster.Cluster``'s.
 """
 
 from __future__ import annotations
@@ -202,74 +202,3 @@ class RunRecord:
     used_cost_units: int = 0
     finished: bool = False
     status: str = "running"
-
-
-class Cluster:
-    """Devices and replicas with the indexes the engine decides from."""
-
-    def __init__(self) -> None:
-        self.devices: dict[str, DeviceRecord] = {}
-        self.replicas: dict[str, ReplicaRecord] = {}
-        self.by_model: dict[str, dict[str, ReplicaRecord]] = {}
-        self.backlogged: set[str] = set()  # replicas with a non-empty queue
-        self._cold: tuple[DeviceRecord, ...] | None = None  # see ``cold_devices``
-
-    def devices_changed(self) -> None:
-        """Call after adding a device or replacing a device's spec (its pool may change)."""
-        self._cold = None
-
-    def cold_devices(self) -> tuple[DeviceRecord, ...]:
-        """Devices of the cold pool (up or not), in ``devices`` order. Cached: stealing asks
-        on every step while work is queued, and pools change only with a device's spec."""
-        if self._cold is None:
-            self._cold = tuple(d for d in self.devices.values() if d.spec.pool == "cold")
-        return self._cold
-
-    def add_replica(self, rec: ReplicaRecord) -> None:
-        self.replicas[rec.replica_id] = rec
-        self.by_model.setdefault(rec.model.key, {})[rec.replica_id] = rec
-        for d in rec.devices:
-            dev = self.devices[d.device_id]
-            dev.used_mib += rec.model.memory_mib
-            dev.replicas.add(rec.replica_id)
-
-    def remove_replica(self, replica_id: str) -> ReplicaRecord | None:
-        """Forget a replica and free its memory; returns it (its queue is the caller's)."""
-        rec = self.replicas.pop(replica_id, None)
-        if rec is None:
-            return None
-        self.by_model.get(rec.model.key, {}).pop(replica_id, None)
-        self.backlogged.discard(replica_id)
-        for d in rec.devices:
-            dev = self.devices.get(d.device_id)
-            if dev is not None:
-                dev.used_mib -= rec.model.memory_mib
-                dev.replicas.discard(replica_id)
-        return rec
-
-    def serving(self, model_key: str) -> list[ReplicaRecord]:
-        """Replicas of the model that can take new work (routable, ready or loading), in
-        insertion order."""
-        return [
-            r
-            for r in self.by_model.get(model_key, {}).values()
-            if r.routable and r.state in (ReplicaState.READY, ReplicaState.LOADING)
-        ]
-
-    def any_serving(self, model_key: str) -> bool:
-        """``bool(serving(model_key))`` without building the list."""
-        for r in self.by_model.get(model_key, {}).values():
-            if r.routable and r.state in (ReplicaState.READY, ReplicaState.LOADING):
-                return True
-        return False
-
-    def slot_of(self, rec: ReplicaRecord) -> tuple[str, tuple[str, ...]]:
-        """(model key, device ids): a replica's place in a placement plan."""
-        return (rec.model.key, tuple(d.device_id for d in rec.devices))
-
-    def device_busy(self, device_id: str) -> bool:
-        """True when any replica on the device has work queued or in flight."""
-        return any(
-            self.replicas[r].running or self.replicas[r].queue
-            for r in self.devices[device_id].replicas
-        )

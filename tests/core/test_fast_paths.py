@@ -79,17 +79,17 @@ def test_rooms_of_equals_room_per_replica(reps, ahead_us, per) -> None:
     devs = devices(len(reps))
     core = make_core(FcfsTenancy(), devs=devs, config=config,
                      replicas=[("minilm:1", d.device_id) for d in devs])  # fmt: skip
-    state = core._st
-    state.now = 1.0
-    records = list(state.cluster.by_model["minilm:1"].values())
+    state, now = core._st, 1.0
+    pol, cluster = state.pol, state.cluster
+    records = list(cluster.by_model["minilm:1"].values())
     for rec, (rstate, routable, busy, left_s, queued) in zip(records, reps, strict=True):
         rec.state, rec.routable = rstate, routable
-        rec.running = {"b1": state.now + left_s} if busy else {}
-        rec.busy_until = rec.ready_at = state.now + left_s
+        rec.running = {"b1": now + left_s} if busy else {}
+        rec.busy_until = rec.ready_at = now + left_s
         rec.queue = {f"k{j}": None for j in range(queued)}  # only its length matters here
-    expected = {r.replica_id: room(state, r) for r in records if room(state, r)}
-    assert rooms_of(state, "minilm:1") == expected
-    assert list(rooms_of(state, "minilm:1")) == list(expected)  # the same order
+    expected = {r.replica_id: room(pol, r, now) for r in records if room(pol, r, now)}
+    assert rooms_of(pol, cluster, "minilm:1", now) == expected
+    assert list(rooms_of(pol, cluster, "minilm:1", now)) == list(expected)  # the same order
 
 
 def test_cold_pool_cache_follows_a_device_that_changes_pool() -> None:
@@ -108,7 +108,7 @@ def _log(seed: int, n: int, every_phase: bool) -> list:
     core = make_core(FcfsTenancy(), devs=DEVS, replicas=[("minilm:1", "d000"),
                      ("rerank:1", "d001"), ("minilm:1", "d002")], workflows=[RAG], seed=seed)  # fmt: skip
     if every_phase:  # a scale-to-zero check far away: the placement phase runs on every step
-        core._st.config = CoreConfig(scale_to_zero_idle_s=1e9)
+        core._st.pol.config = CoreConfig(scale_to_zero_idle_s=1e9)
     rng = random.Random(seed)
     arrivals, t = [], 0.0
     for i in range(n):

@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 import pytest
 
-from control.core.snapshot import CoreGauges, PreloadStats
+from control.core.gauges import CoreGauges, PreloadStats
 from control.runtime.metrics import RuntimeMetrics
 
 
