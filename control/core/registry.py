@@ -15,20 +15,22 @@ family keeps the exception types its callers have always caught (``ValueError``/
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from control.core.values import value
 
 P = TypeVar("P")
 
 
-@dataclass(frozen=True)
-class PolicyEntry(Generic[P]):
+@value
+class PolicyEntry:
     """One registered strategy: ``factory(config)`` builds it from an instance of
-    ``config_type``."""
+    ``config_type``. (Not generic: the native build compiles value classes without bases; the
+    registry holding it is typed by the policy it builds.)"""
 
     name: str
     config_type: type
-    factory: Callable[[Any], P]
+    factory: Callable[[Any], Any]
     help: str
 
 
@@ -38,7 +40,7 @@ class PolicyRegistry(Generic[P]):
     def __init__(
         self,
         family: str,
-        entries: Iterable[PolicyEntry[P]],
+        entries: Iterable[PolicyEntry],
         *,
         unknown_error: type[Exception] = ValueError,
         config_error: type[Exception] = TypeError,
@@ -46,11 +48,11 @@ class PolicyRegistry(Generic[P]):
         self.family = family
         self._unknown_error = unknown_error
         self._config_error = config_error
-        self._entries: dict[str, PolicyEntry[P]] = {}
+        self._entries: dict[str, PolicyEntry] = {}
         for entry in entries:
             self.register(entry)
 
-    def register(self, entry: PolicyEntry[P]) -> None:
+    def register(self, entry: PolicyEntry) -> None:
         """Add a strategy; a name registered twice is a programming error."""
         if entry.name in self._entries:
             raise ValueError(f"{self.family} {entry.name!r} is registered twice")
@@ -69,7 +71,7 @@ class PolicyRegistry(Generic[P]):
         """The registered names, sorted."""
         return sorted(self._entries)
 
-    def entry(self, name: str) -> PolicyEntry[P]:
+    def entry(self, name: str) -> PolicyEntry:
         """The entry registered as ``name``; raises ``unknown_error`` naming it otherwise."""
         found = self._entries.get(name)
         if found is None:
@@ -90,4 +92,5 @@ class PolicyRegistry(Generic[P]):
 
     def build(self, name: str, config: object | None = None) -> P:
         """The strategy ``name`` built with ``config`` (None: its default config)."""
-        return self.entry(name).factory(self.config_for(name, config))
+        built: P = self.entry(name).factory(self.config_for(name, config))
+        return built

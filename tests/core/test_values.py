@@ -328,6 +328,8 @@ def _value(annotation: str, n: int, namespace: dict[str, object]) -> object:
     if kind in _SCALARS:
         scalar = _SCALARS[kind]
         return f"{scalar}{n}" if isinstance(scalar, str) else scalar
+    if kind == "type" or kind.startswith("Callable"):
+        return int  # a class: picklable by reference, and callable
     if kind.startswith("tuple"):
         return ()
     if kind.startswith(("Mapping", "dict")):

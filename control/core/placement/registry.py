@@ -21,7 +21,7 @@ from control.core.placement.tensor_parallel import TensorParallelPlacement
 from control.core.registry import PolicyEntry, PolicyRegistry
 
 
-def _entry(policy: PlacementPolicy, help_text: str) -> PolicyEntry[PlacementPolicy]:
+def _entry(policy: PlacementPolicy, help_text: str) -> PolicyEntry:
     return PolicyEntry(policy.name, policy.config_type, lambda _config: policy, help_text)
 
 
