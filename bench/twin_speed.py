@@ -9,14 +9,19 @@ Prints one JSON line: ``sim_requests_per_s`` (wall time), ``sim_requests_per_cpu
 of this process: steadier on a shared machine), ``events_per_s`` (inputs processed plus instants
 stepped, per second), ``steps_per_s`` (core steps), the run's size and ``native_core``: whether
 the compiled core ran (``make native``; ``LEGATO_NATIVE=0`` runs the Python sources).
+When the compiled core ran, the same replay on the Python sources is measured in a child
+process and printed beside it (``python_sim_requests_per_s``, ``python_sim_requests_per_cpu_s``;
+``--this-build-only`` skips it).
 
-    python bench/twin_speed.py
+    python bench/twin_speed.py [--this-build-only]
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -154,7 +159,21 @@ def _replay_once(sc: Scenario) -> tuple[float, float, SeedRun]:
     return perf_counter() - w0, process_time() - c0, run
 
 
-def main() -> None:
+def python_figures() -> dict[str, int]:
+    """The replay's figures on the Python sources (a child process with ``LEGATO_NATIVE=0``)."""
+    env = {**os.environ, "LEGATO_NATIVE": "0"}
+    out = subprocess.run(
+        [sys.executable, __file__, "--this-build-only"],
+        env=env, capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    child = json.loads(out.stdout.strip().splitlines()[-1])
+    return {
+        "python_sim_requests_per_s": child["sim_requests_per_s"],
+        "python_sim_requests_per_cpu_s": child["sim_requests_per_cpu_s"],
+    }
+
+
+def main(this_build_only: bool = False) -> None:
     sc = scenario_from_dict(scenario())
     run_seed(sc, 0, samples=0)  # warm-up: imports, latency caches
     tries = [_replay_once(sc) for _ in range(REPEATS)]
@@ -180,10 +199,11 @@ def main() -> None:
                 "rate_factor": RATE_FACTOR,
                 "goal_sim_requests_per_s": 10_000,
                 "native_core": native.active(),
+                **(python_figures() if native.active() and not this_build_only else {}),
             }
         )
     )
 
 
 if __name__ == "__main__":
-    main()
+    main(this_build_only="--this-build-only" in sys.argv[1:])
