@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from control.core.dag.spec import INPUT_NODE, PORTS, DagSpec, EdgeSpec, NodeSpec
 
 if TYPE_CHECKING:
-    from control.core.dag.run import NodeState
+    from control.core.dag.step import NodeState
 
 
 class CompiledDag:

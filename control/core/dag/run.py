@@ -3,46 +3,20 @@
 ``DagRun`` knows which nodes are ready, turns them into steps (one per chunk for a map node,
 with a stable idempotency key across retries), records completions and failures, follows
 router labels and joins, skips dead branches and ends exactly once. It decides nothing about
-where or when steps run: that is the engine's job.
+where or when steps run: that is the engine's job. The values it hands out (``StepRef``) and
+the states of its nodes (``NodeState``) live in ``control.core.dag.step``; this module
+re-exports them and ``CompiledDag``.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from control.core.actions import InputBinding
 from control.core.dag.compiled import CompiledDag
 from control.core.dag.spec import INPUT_NODE, EdgeSpec, NodeSpec
+from control.core.dag.step import TERMINAL, NodeState, StepRef
 from control.core.types import InputRef
-from control.core.values import value
 
-
-class NodeState(StrEnum):
-    WAITING = "waiting"
-    READY = "ready"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-
-
-_TERMINAL = (NodeState.DONE, NodeState.SKIPPED, NodeState.FAILED)
-
-
-@value
-class StepRef:
-    """One attempt of one node (one chunk of a map node) of a run."""
-
-    key: str
-    run_id: str
-    node_id: str
-    chunk: int | None
-    attempt: int
-    idempotency_key: str
-    inputs: tuple[InputBinding, ...]
-    #: earlier attempts of this node (chunk) lost with their device; they do not count
-    #: against the node's ``retries``
-    losses: int = 0
+__all__ = ["CompiledDag", "DagRun", "NodeState", "StepRef"]
 
 
 class DagRun:
@@ -266,7 +240,7 @@ class DagRun:
         return e.when is None or e.when == self._labels.get(e.source)
 
     def _edge_pending(self, e: EdgeSpec) -> bool:
-        return e.source != INPUT_NODE and self.state.get(e.source) not in _TERMINAL
+        return e.source != INPUT_NODE and self.state.get(e.source) not in TERMINAL
 
     def _evaluate(self, node_id: str) -> None:
         """Resolve a waiting node. "all": wait until no input edge is pending, then run if every
@@ -288,7 +262,7 @@ class DagRun:
                     fed.add(e.target_field)
                     continue
                 s = state.get(src)
-                if s not in _TERMINAL:
+                if s not in TERMINAL:
                     return  # an input is still pending
                 if s == NodeState.DONE and (e.when is None or e.when == labels.get(src)):
                     fed.add(e.target_field)

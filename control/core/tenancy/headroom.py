@@ -32,6 +32,11 @@ class HeadroomPoolSnapshot:
     used_slots_preemptible: int
 
 
+#: a reservation's answer for a step it lets in only as preemptible work (its reason is in
+#: the guard's list of reasons; decisions are immutable values, so one serves every such step)
+_BORROWS = HeadroomDecision(True, True, "")
+
+
 class HeadroomGuard:
     """Applies every reservation whose pool contains the device being dispatched to."""
 
@@ -79,39 +84,55 @@ class HeadroomGuard:
         for spec in self._specs:
             if device_id not in spec.device_ids:
                 continue
-            capacity, used, used_pre = self._pool(spec, usage)
-            reserved = -(-capacity * spec.reserved_milli // 1000)
-            self._seen[spec.reservation_id] = (capacity, used, used_pre)
-            if priority_class in spec.allowed_classes:
-                if used < capacity or used_pre > 0:
-                    reasons.append(f"{priority_class} may use reservation {spec.reservation_id}")
-                    continue
-                return HeadroomDecision(
-                    False,
-                    False,
-                    f"pool of {spec.reservation_id} is full "
-                    f"({used}/{capacity} slots, none preemptible)",
-                )
-            if used - used_pre + 1 <= capacity - reserved:
+            verdict = self._apply(spec, priority_class, usage, reasons)
+            if verdict is None:
                 continue
-            if spec.borrowable and used + 1 <= capacity:
-                preemptible = True
-                reasons.append(
-                    f"{priority_class} borrows headroom of {spec.reservation_id} "
-                    f"preemptibly ({reserved} of {capacity} slots reserved for "
-                    f"{', '.join(sorted(spec.allowed_classes))})"
-                )
-                continue
+            if not verdict.allowed:
+                return verdict
+            preemptible = True
+        return HeadroomDecision(True, preemptible, "; ".join(reasons) or "no reservation applies")
+
+    def _apply(
+        self,
+        spec: HeadroomSpec,
+        priority_class: str,
+        usage: Mapping[str, PoolUsage],
+        reasons: list[str],
+    ) -> HeadroomDecision | None:
+        """One reservation covering the device: records its pool's occupancy, then answers
+        None (it allows the step; a sentence may join ``reasons``), ``_BORROWS`` (it allows the
+        step only as preemptible work) or a refusal."""
+        capacity, used, used_pre = self._pool(spec, usage)
+        reserved = -(-capacity * spec.reserved_milli // 1000)
+        self._seen[spec.reservation_id] = (capacity, used, used_pre)
+        if priority_class in spec.allowed_classes:
+            if used < capacity or used_pre > 0:
+                reasons.append(f"{priority_class} may use reservation {spec.reservation_id}")
+                return None
             return HeadroomDecision(
                 False,
                 False,
-                (
-                    f"reservation {spec.reservation_id} holds back {reserved} of {capacity} slots "
-                    f"for {', '.join(sorted(spec.allowed_classes))}; {used} in use"
-                    + ("" if spec.borrowable else ", and it does not lend")
-                ),
+                f"pool of {spec.reservation_id} is full "
+                f"({used}/{capacity} slots, none preemptible)",
             )
-        return HeadroomDecision(True, preemptible, "; ".join(reasons) or "no reservation applies")
+        if used - used_pre + 1 <= capacity - reserved:
+            return None
+        if spec.borrowable and used + 1 <= capacity:
+            reasons.append(
+                f"{priority_class} borrows headroom of {spec.reservation_id} "
+                f"preemptibly ({reserved} of {capacity} slots reserved for "
+                f"{', '.join(sorted(spec.allowed_classes))})"
+            )
+            return _BORROWS
+        return HeadroomDecision(
+            False,
+            False,
+            (
+                f"reservation {spec.reservation_id} holds back {reserved} of {capacity} slots "
+                f"for {', '.join(sorted(spec.allowed_classes))}; {used} in use"
+                + ("" if spec.borrowable else ", and it does not lend")
+            ),
+        )
 
     def _allowed_anywhere(self, device_id: str, priority_class: str) -> bool:
         """Is the class named by a reservation covering the device (so it may preempt)?"""
