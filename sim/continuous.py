@@ -177,31 +177,48 @@ class ContinuousEngine:
                     break
                 t = pending[0][0]  # idle until the next batch arrives
                 continue
-            if len(running) == 1:
-                r = running[0]
-                n, k, f = len(r.rem), r.rem[0], r.factor
-            else:  # one pass: sequences, the soonest to leave, their mean scatter
-                n, k, weighted = 0, running[0].rem[0], 0.0
-                for r in running:
-                    n += len(r.rem)
-                    weighted += len(r.rem) * r.factor
-                    k = min(k, r.rem[0])
-                f = weighted / n
-            if pending:  # the next arrival cuts the segment at the first boundary after it
-                k = self._iterations_to(n, f, pending[0][0] - t, k)
-            end = t + self._cost(n, k, f)
-            if settle_to is not None and end > settle_to:
+            end = self._decode_segment(t, running, pending, settle_to, out)
+            if end is None:
                 break
             t = end
-            still: list[_Run] = []
-            for r in running:
-                r.rem = [x - k for x in r.rem if x > k]
-                if r.rem:
-                    still.append(r)
-                else:
-                    out[r.batch_id] = Timing(r.first, t, r.joined_with)
-            running = still
         return t, running, pending, out
+
+    def _decode_segment(
+        self,
+        t: int,
+        running: list[_Run],
+        pending: list[tuple[int, int, Joiner]],
+        settle_to: int | None,
+        out: dict[str, Timing],
+    ) -> int | None:
+        """Decode iterations from ``t`` (no arrived batch awaits its prefill): until the soonest sequence leaves,
+        or until the first iteration boundary after the next arrival. Mutates ``running``
+        (sequences that end leave it, their batches' timings go to ``out``) and returns the
+        segment's end, or None (nothing changed) when it would end after ``settle_to``."""
+        if len(running) == 1:
+            r = running[0]
+            n, k, f = len(r.rem), r.rem[0], r.factor
+        else:  # one pass: sequences, the soonest to leave, their mean scatter
+            n, k, weighted = 0, running[0].rem[0], 0.0
+            for r in running:
+                n += len(r.rem)
+                weighted += len(r.rem) * r.factor
+                k = min(k, r.rem[0])
+            f = weighted / n
+        if pending:  # the next arrival cuts the segment at the first boundary after it
+            k = self._iterations_to(n, f, pending[0][0] - t, k)
+        end = t + self._cost(n, k, f)
+        if settle_to is not None and end > settle_to:
+            return None
+        still: list[_Run] = []
+        for r in running:
+            r.rem = [x - k for x in r.rem if x > k]
+            if r.rem:
+                still.append(r)
+            else:
+                out[r.batch_id] = Timing(r.first, end, r.joined_with)
+        running[:] = still
+        return end
 
     def _chunk_iteration(
         self,
