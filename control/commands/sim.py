@@ -103,46 +103,57 @@ def compare_cmd(
         typer.echo(c.verdict)
 
 
+# the options of ``sim validate``, declared once each (as ScenarioArg and SeedsOpt above)
+RequestsOpt = Annotated[int, typer.Option(min=2, help="Requests of the trace slice.")]
+RateFactorOpt = Annotated[
+    float | None,
+    typer.Option(
+        help="Trace time scaling (x faster); default: chosen from the measured "
+        "table so the slice offers --load of the worker."
+    ),
+]
+LoadOpt = Annotated[
+    float, typer.Option(min=0.05, max=0.95, help="Offered load when no --rate-factor.")
+]
+SloOpt = Annotated[float, typer.Option(help="End-to-end SLO in seconds.")]
+RepeatsOpt = Annotated[
+    int, typer.Option(min=1, max=5, help="Independent runs; figures are their medians.")
+]
+StoreOpt = Annotated[bool, typer.Option("--store", help="Store the result as a fidelity report.")]
+UrlOpt = Annotated[
+    str | None, typer.Option("--url", help="Database for --store (default: configured).")
+]
+ModelSourceOpt = Annotated[
+    str, typer.Option(hidden=True, help="minilm, or tiny (a random tiny BERT, for tests)")
+]
+RoundsOpt = Annotated[
+    int, typer.Option(min=1, max=20, help="Replays of the slice per run, each between profiles.")
+]
+RaisePriorityOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raise-priority/--no-raise-priority",
+        help="Run the live side at nice -10 (needs root; restored afterwards) so other "
+        "work on the machine disturbs the measurement less.",
+    ),
+]
+QuickOpt = Annotated[bool, typer.Option(hidden=True, help="a small profile grid (tests)")]
+
+
 @sim_app.command("validate")
 def validate(
     as_json: JsonOpt = False,
-    requests: Annotated[int, typer.Option(min=2, help="Requests of the trace slice.")] = 120,
-    rate_factor: Annotated[
-        float | None,
-        typer.Option(
-            help="Trace time scaling (x faster); default: chosen from the measured "
-            "table so the slice offers --load of the worker."
-        ),
-    ] = None,
-    load: Annotated[
-        float, typer.Option(min=0.05, max=0.95, help="Offered load when no --rate-factor.")
-    ] = 0.5,
-    slo_s: Annotated[float, typer.Option(help="End-to-end SLO in seconds.")] = 0.1,
-    repeats: Annotated[
-        int, typer.Option(min=1, max=5, help="Independent runs; figures are their medians.")
-    ] = 1,
-    store: Annotated[
-        bool, typer.Option("--store", help="Store the result as a fidelity report.")
-    ] = False,
-    url: Annotated[
-        str | None, typer.Option("--url", help="Database for --store (default: configured).")
-    ] = None,
-    model_source: Annotated[
-        str, typer.Option(hidden=True, help="minilm, or tiny (a random tiny BERT, for tests)")
-    ] = "minilm",
-    rounds: Annotated[
-        int,
-        typer.Option(min=1, max=20, help="Replays of the slice per run, each between profiles."),
-    ] = 10,
-    raise_priority: Annotated[
-        bool,
-        typer.Option(
-            "--raise-priority/--no-raise-priority",
-            help="Run the live side at nice -10 (needs root; restored afterwards) so other "
-            "work on the machine disturbs the measurement less.",
-        ),
-    ] = True,
-    quick: Annotated[bool, typer.Option(hidden=True, help="a small profile grid (tests)")] = False,
+    requests: RequestsOpt = 120,
+    rate_factor: RateFactorOpt = None,
+    load: LoadOpt = 0.5,
+    slo_s: SloOpt = 0.1,
+    repeats: RepeatsOpt = 1,
+    store: StoreOpt = False,
+    url: UrlOpt = None,
+    model_source: ModelSourceOpt = "minilm",
+    rounds: RoundsOpt = 10,
+    raise_priority: RaisePriorityOpt = True,
+    quick: QuickOpt = False,
 ) -> None:
     """Fidelity: the same trace slice through the live stack (real executor, MiniLM on one CPU
     worker slot) and through the twin with tables measured in that worker; prints p50/p99
