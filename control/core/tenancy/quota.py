@@ -17,9 +17,9 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 from control.core.tenancy.base import AdmissionRequest, QuotaSpec, TenantSpec
+from control.core.tenancy.holds import Hold, Holds
 from control.core.tenancy.resources import RESOURCE_METERS, ResourceMeter
 from control.core.tenancy.window import HeldUsage, SlidingUsage
-from control.core.values import record
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,6 @@ class QuotaUse:
 _NO_QUOTA = QuotaVerdict(True, False, "within nominal quota")
 
 
-@record
-class _Hold:
-    tenant_id: str
-    borrowed: bool
-    admitted_at: float
-    resources: tuple[str, ...] = ()
-
-
 class QuotaLedger:
     """Exact per-tenant, per-resource usage with cohort borrowing. See the module docstring."""
 
@@ -66,11 +58,7 @@ class QuotaLedger:
         self._specs_of: dict[str, tuple[QuotaSpec, ...]] = {}
         self._cohort_of: dict[str, str | None] = {}
         self._usage: dict[tuple[str, str], SlidingUsage | HeldUsage] = {}
-        self._holds: dict[str, _Hold] = {}
-        self._reclaiming: set[str] = set()
-        # ids of holds admitted on borrowed quota: ``reclaims`` runs every core step and must
-        # not scan every admitted run when (as usually) nothing is borrowed
-        self._borrowed_ids: set[str] = set()
+        self._holds = Holds()
 
     def configure(self, tenants: Iterable[TenantSpec], quotas: Iterable[QuotaSpec]) -> None:
         """Replace tenants' cohorts and quotas; usage recorded so far is kept."""
@@ -109,8 +97,9 @@ class QuotaLedger:
         """Usage counted against quota: recorded usage minus runs already being reclaimed."""
         track = self._track(tenant_id, resource)
         used = track.usage(now)
-        for request_id in self._reclaiming:
-            hold = self._holds[request_id]
+        holds = self._holds
+        for request_id in holds.reclaiming:
+            hold = holds.by_id[request_id]
             if hold.tenant_id == tenant_id and resource in hold.resources:
                 used -= track.amount_of(request_id, now)
         return used
@@ -212,23 +201,19 @@ class QuotaLedger:
 
     def commit(self, req: AdmissionRequest, borrowed: bool, now: float) -> None:
         """Record an admitted run's demand on every resource its tenant has a quota for."""
-        if req.request_id in self._holds:
+        if req.request_id in self._holds.by_id:
             raise ValueError(f"request_id {req.request_id!r} is already admitted")
         resources = tuple(spec.resource for spec in self._specs_of.get(req.tenant_id, ()))
         for resource in resources:
             amount = RESOURCE_METERS[resource].demand(req, self.device_us_per_unit)
             self._track(req.tenant_id, resource).add(req.request_id, amount, now)
-        self._holds[req.request_id] = _Hold(req.tenant_id, borrowed, now, resources)
-        if borrowed:
-            self._borrowed_ids.add(req.request_id)
+        self._holds.add(req.request_id, Hold(req.tenant_id, borrowed, now, resources))
 
     def release(self, request_id: str, used_tokens: int, used_cost_units: int, now: float) -> bool:
         """End a run: free held amounts, correct windowed ones to actual use. False if unknown."""
-        hold = self._holds.pop(request_id, None)
+        hold = self._holds.pop(request_id)
         if hold is None:
             return False
-        self._reclaiming.discard(request_id)
-        self._borrowed_ids.discard(request_id)
         for resource in hold.resources:
             actual = RESOURCE_METERS[resource].actual(
                 used_tokens, used_cost_units, self.device_us_per_unit
@@ -237,7 +222,7 @@ class QuotaLedger:
         return True
 
     def is_borrowed(self, request_id: str) -> bool:
-        hold = self._holds.get(request_id)
+        hold = self._holds.by_id.get(request_id)
         return hold is not None and hold.borrowed
 
     # -- reclaim -----------------------------------------------------------------------------
@@ -249,16 +234,8 @@ class QuotaLedger:
         once; they leave the ledger when ``release`` is called for them.
         """
         orders: list[tuple[str, str]] = []
-        if not self._borrowed_ids:
-            return orders
-        holds = self._holds
-        candidates = sorted(
-            (holds[rid].admitted_at, rid)
-            for rid in self._borrowed_ids
-            if rid not in self._reclaiming and rid not in produced_output
-        )
-        for _, request_id in reversed(candidates):  # newest first: least work is lost
-            hold = self._holds[request_id]
+        for request_id in self._holds.reclaim_candidates(produced_output):
+            hold = self._holds.by_id[request_id]
             for resource in hold.resources:
                 over = self.overcommit(hold.tenant_id, resource, now)
                 if (
@@ -266,7 +243,7 @@ class QuotaLedger:
                     and self.borrowed(hold.tenant_id, resource, now) > 0
                     and self._track(hold.tenant_id, resource).amount_of(request_id, now) > 0
                 ):
-                    self._reclaiming.add(request_id)
+                    self._holds.name_for_reclaim(request_id)
                     cohort = self._cohort_of.get(hold.tenant_id)
                     orders.append(
                         (
