@@ -91,7 +91,7 @@ class Actuator:
                                      put, self.spawn, stream_tokens=stream_tokens, clock=clock)  # fmt: skip
         self.run_ends = RunEnds(executor, completions, runs, self.stores, metrics, self.spawn,
                                 later=later, clock=clock)  # fmt: skip
-        self._apply = {
+        self._apply: dict[type, Callable[[Any, float], None]] = {
             Dispatch: self.dispatcher.dispatch,
             LoadModel: self._load,
             EvictReplica: self._evict,

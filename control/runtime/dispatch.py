@@ -23,6 +23,7 @@ from control.clock import SYSTEM_CLOCK, Clock
 from control.core.actions import Dispatch
 from control.core.types import StepResult
 from control.executor.protocol import Batch, Executor
+from control.executor.protocol import BatchItem as ExecItem
 from control.runtime import mapping
 from control.runtime.completions import Completions
 from control.runtime.state import PendingBatch, Record, RunState, failed_item
@@ -73,14 +74,16 @@ class Dispatcher:
             replica, device = self._index_replica(d)
         pb = PendingBatch(d, {i.idempotency_key: i for i in d.items}, now, device, replica)
         self.done.expect(pb)
-        kind = d.tool or d.items[0].task
-        ready, fetching = [], []
-        for item in d.items:
-            if replica is None:
+        if replica is None:  # no index replica serves it: every item fails now
+            for item in d.items:
                 self._fail_item(
                     pb, item, f"no {d.tool} replica serves {item.params.get('index')!r}"
                 )
-                continue
+            return None
+        kind = d.tool or d.items[0].task
+        ready: list[ExecItem] = []
+        fetching: list[ExecItem] = []
+        for item in d.items:
             try:
                 inputs = mapping.resolve_inputs(item, kind, self.stores)
             except (mapping.InputUnavailable, IndexError, TypeError) as err:
@@ -116,7 +119,7 @@ class Dispatcher:
             self.put(rec)
 
     async def _fetch_then_submit(
-        self, batch_id: str, replica: str, items: list, expected_ms: float | None
+        self, batch_id: str, replica: str, items: list[ExecItem], expected_ms: float | None
     ) -> None:
         fetches = {f for it in items for f in mapping.pending_fetches(it.inputs)}
         fetched = {}

@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from control.clock import SYSTEM_CLOCK, Clock
 from control.core.actions import RolloutTransition
@@ -169,9 +170,9 @@ class LiveRuntime:
         if self._listening:
             self.driver.turn_now()  # type: ignore[union-attr]
 
-    def _initial_loads(self) -> list:
+    def _initial_loads(self) -> list[Coroutine[Any, Any, object]]:
         assert self.actuator is not None
-        loads = []
+        loads: list[Coroutine[Any, Any, object]] = []
         for i, p in enumerate(self.placement):
             rid = f"{p.model_key}@{p.device_id}/init{i}"
             self._home.setdefault(p.device_id, []).append((rid, p.model_key, p.pool))
