@@ -51,6 +51,8 @@ class Completions:
         usage_sink: Callable[[UsageRecord], None] | None,
         on_worker_down: Callable[[str], None],
         on_worker_up: Callable[[str], list[Record]],
+        *,
+        later: Callable[..., None] | None = None,
     ) -> None:
         self.runs = runs
         self.cost = cost
@@ -66,7 +68,7 @@ class Completions:
         self._held: dict[str, list[ItemResult]] = {}  # device -> failures before WorkerDown
         #: runs bookkeeping that need not precede the answer (metrics): ``later(fn, *args)``.
         #: At once by default; the live runtime defers it past the turn (``Driver.later``).
-        self.later: Callable[..., None] = call_now
+        self.later: Callable[..., None] = later or call_now
 
     # ---- registration (actuator side)
     def expect(self, batch: PendingBatch) -> None:

@@ -3,8 +3,9 @@
 Loop (see ARCHITECTURE.md section 1): records (arrivals, executor events, ingests, wake-ups)
 are queued with ``put``; the first record of an instant schedules one turn on the event loop,
 and the turn records everything queued by then with ``submit``/``complete``/``ingest`` at one
-``now`` from ``clock.monotonic()``, calls ``step(now)`` once, hands the plan to the actuator and
-re-arms the wake-up at ``next_wakeup(now)``. The driver makes no decisions.
+``now`` read from the driver's :class:`~control.clock.Clock` (``monotonic()``), calls
+``step(now)`` once, hands the plan to the actuator and re-arms the wake-up at
+``next_wakeup(now)``. The driver makes no decisions.
 
 Driven by callbacks, not a task waiting on a queue: a turn costs one scheduled callback, where
 a task costs a future, a wake-up and a task step per instant (twice per short run, on the path
@@ -28,7 +29,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-from control import clock
+from control.clock import SYSTEM_CLOCK, Clock
 from control.core.engine import ControlCore
 from control.core.errors import DuplicateRequestError, UnknownWorkflowError
 from control.runtime.actuator import Actuator
@@ -50,8 +51,12 @@ class Driver:
         metrics: RuntimeMetrics,
         on_refused: Callable[[str, str], None],
         sample_every_s: float = 1.0,
+        *,
+        after_turn: list[Callable[[], None]] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.core = core
+        self.clock = clock
         self.actuator = actuator
         self.completions = completions
         self.metrics = metrics
@@ -61,8 +66,9 @@ class Driver:
         self._turn_scheduled = False
         self._turn_handle: asyncio.Handle | None = None  # the scheduled turn (see turn_now)
         #: called, in order, at the end of every turn (loop thread; must not block): e.g. the
-        #: group-commit writer starts the commit of what the turn queued (see turn_now)
-        self.after_turn: list[Callable[[], None]] = []
+        #: group-commit writer starts the commit of what the turn queued (see turn_now). The
+        #: list given is kept (not copied): hooks added to it later are called too.
+        self.after_turn: list[Callable[[], None]] = [] if after_turn is None else after_turn
         self._later: list[tuple[Callable[..., None], tuple]] = []  # see later()
         self._in_turn = False
         self._stopped: asyncio.Future | None = None  # resolved by the turn that sees _STOP
@@ -149,7 +155,7 @@ class Driver:
         self._in_turn = True
         records, self._records = self._records, deque()
         stopping = False
-        now = clock.monotonic()
+        now = self.clock.monotonic()
         for record in records:
             if record is _STOP:
                 stopping = True
@@ -223,7 +229,7 @@ class Driver:
             self._timer = None
         self._timer_at = wake
         if wake is not None:
-            delay = max(0.0, wake - clock.monotonic())
+            delay = max(0.0, wake - self.clock.monotonic())
             self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
 
     def _fire(self) -> None:

@@ -7,7 +7,10 @@ wiring as the twin), loads the initial replicas and index replicas and starts th
 ends everything. All methods are called on the runtime's event loop.
 
 The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
-idempotency key), on the loop thread, so the API can append ledger entries.
+idempotency key), on the loop thread, so the API can append ledger entries. ``on_rollout``
+receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block).
+Time is read from the runtime's :class:`~control.clock.Clock`, which its driver and actuator
+share (runs' submission and wall times, the driver's ``now``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from control import clock
+from control.clock import SYSTEM_CLOCK, Clock
+from control.core.actions import RolloutTransition
 from control.core.assembly import CoreBlueprint, build_core
 from control.core.events import DeviceUp
 from control.core.latency import LatencyModel
@@ -81,8 +86,13 @@ class LiveRuntime:
         config: RuntimeConfig = RuntimeConfig(),
         usage_sink: Callable[[UsageRecord], None] | None = None,
         metrics: RuntimeMetrics | None = None,
+        *,
+        on_rollout: Callable[[RolloutTransition], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.blueprint = blueprint
+        self.clock = clock
+        self.on_rollout = on_rollout
         self.latency = latency
         self.executor = executor
         self.model_refs = dict(model_refs)
@@ -119,23 +129,30 @@ class LiveRuntime:
         ready = await asyncio.to_thread(self.executor.wait_ready, self.config.ready_timeout_s)
         if not ready:
             raise RuntimeError("executor workers did not start in time")
-        core = build_core(self.blueprint, self.latency, clock.monotonic())
-        done = Completions(self.runs, self.blueprint.cost, self.metrics, self.usage_sink,
-                           self._worker_down, self._worker_up)  # fmt: skip
-        self.driver = Driver(core, None, done, self.metrics, self._refused,  # type: ignore[arg-type]
-                             self.config.sample_every_s)  # fmt: skip
-        self.driver.after_turn = self.after_turn
-        self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
-                                 self.index_replicas, self.metrics, self.driver.put,
-                                 self.config.stream_tokens)  # fmt: skip
-        self.driver.actuator = self.actuator
+        core = build_core(self.blueprint, self.latency, self.clock.monotonic())
         # metrics and releases wait until the callers a turn answers have been answered
-        done.later = self.actuator.later = self.driver.later
+        done = Completions(self.runs, self.blueprint.cost, self.metrics, self.usage_sink,
+                           self._worker_down, self._worker_up, later=self._later)  # fmt: skip
+        self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
+                                 self.index_replicas, self.metrics, self._put,
+                                 self.config.stream_tokens, later=self._later,
+                                 on_rollout=self.on_rollout, clock=self.clock)  # fmt: skip
+        self.driver = Driver(core, self.actuator, done, self.metrics, self._refused,
+                             self.config.sample_every_s, after_turn=self.after_turn,
+                             clock=self.clock)  # fmt: skip
         self._tasks = [loop.create_task(self.driver.run())]
         self._listening = True
         await asyncio.gather(*self._initial_loads())
         if self.config.freeze_startup_heap:
             freeze_startup_heap()
+
+    def _put(self, record: Record) -> None:
+        """Into the driver's inbox (the actuator's ``put``: the driver is built after it)."""
+        self.driver.put(record)  # type: ignore[union-attr]
+
+    def _later(self, fn: Callable[..., None], *args: object) -> None:
+        """``Driver.later`` for the completions and the actuator, built before the driver."""
+        self.driver.later(fn, *args)  # type: ignore[union-attr]
 
     def _executor_event(self, event: object) -> None:
         """An executor event, into the driver's inbox (one hop, no task) from the driver's
@@ -153,9 +170,9 @@ class LiveRuntime:
         if self._listening:
             self.driver.turn_now()  # type: ignore[union-attr]
 
-    def _initial_loads(self) -> list:
+    def _initial_loads(self) -> list[Coroutine[Any, Any, object]]:
         assert self.actuator is not None
-        loads = []
+        loads: list[Coroutine[Any, Any, object]] = []
         for i, p in enumerate(self.placement):
             rid = f"{p.model_key}@{p.device_id}/init{i}"
             self._home.setdefault(p.device_id, []).append((rid, p.model_key, p.pool))
@@ -203,7 +220,7 @@ class LiveRuntime:
                                      "duplicate request"))  # fmt: skip
             return handle
         kinds, models, outs = self._nodes(run.request.workflow)
-        self.runs[rid] = RunState(handle, run.request, kinds, models, clock.monotonic(),
+        self.runs[rid] = RunState(handle, run.request, kinds, models, self.clock.monotonic(),
                                   output_nodes=outs, sampling=run.sampling)  # fmt: skip
         self.actuator.payloads[rid] = dict(run.payload)
         self.driver.put(Submit(run.request))

@@ -92,7 +92,11 @@ class RuntimeMetrics:
         )
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
-        # the per-batch and per-run updates resolve their children once (see Children)
+        self._resolve_children_once()
+
+    def _resolve_children_once(self) -> None:
+        """The per-batch and per-run updates resolve their labelled children once (see
+        ``Children``): they run for every batch and every run, on the driver's loop."""
         self._batch_size = Children(self.batch_size)
         self._step_latency = Children(self.step_latency)
         self._device_busy = Children(self.device_busy)

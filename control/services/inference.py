@@ -17,7 +17,9 @@ Write path (all through one :class:`GroupCommitWriter`, no audit records: these 
    after its bills (one commit for a short run); the caller is answered once that commit is done.
 
 A repeated idempotency key is answered from the first request: it is neither run nor billed
-again. Run ends and reads: :mod:`control.services.inference_settle`.
+again. Bills and run ends: :mod:`control.services.inference_settle`; reads of runs:
+:mod:`control.services.inference_reads`. Time is read from the service's
+:class:`~control.clock.Clock` (requests' timestamps, per-step timings).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from control.clock import monotonic, utcnow
+from control.clock import SYSTEM_CLOCK, Clock
 from control.core.types import Request
 from control.runtime.types import RunRequest, UsageRecord
 from control.services import Services
@@ -44,21 +46,12 @@ from control.services.inference_calls import (  # re-exported: callers import th
     Started,
     estimate_tokens,
 )
-from control.services.inference_settle import (
-    LiveRun,
-    SettleMixin,
-    log_write_failure,
-    until_ended,
-)
+from control.services.inference_reads import ReadsMixin, until_ended
+from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
-from control.services.run_records import (
-    AcceptRequest,
-    BillStep,
-    Submission,
-    apply_run_records,
-)
+from control.services.run_records import AcceptRequest, Submission, apply_run_records
 from control.services.run_records_sqlite import SqliteRunRecords
-from control.services.run_results import RunTrace, StepTiming, device_ms
+from control.services.run_results import RunTrace
 from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import lifecycle
 from control.store import records as rec
@@ -70,20 +63,16 @@ __all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "esti
 
 #: Retries of an idempotency key whose requests were refused by admission.
 MAX_KEY_RETRIES = 50
-#: How long the row of a run whose caller waits for its end (and the bills behind that row)
-#: may wait to share the run's final commit. A run that ends sooner is written in ONE
-#: transaction (the one commit on the caller's path); a longer one has them queued after this
-#: delay, so a crash keeps the billing of the steps already done.
-LINGER_S = 0.05
 
 
-class InferenceService(SettleMixin):
+class InferenceService(SettleMixin, ReadsMixin):
     """Runs requests on ``runtime`` (a ``LiveRuntime``, not yet started) and records them.
 
     ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to database
-    ids for the ledger. ``on_settled`` is told each settled run (metrics). ``recover_on_start``
-    fails requests left open by an earlier process (a single gateway per database; turn it off
-    when several gateways share one).
+    ids for the ledger. ``on_settled`` is told each settled run (metrics); it is given here,
+    at construction, and not replaced after. ``recover_on_start`` fails requests left open by
+    an earlier process (a single gateway per database; turn it off when several gateways
+    share one). ``clock`` is where the service reads time.
     """
 
     def __init__(
@@ -97,8 +86,10 @@ class InferenceService(SettleMixin):
         on_settled: Callable[[str, rec.RequestRecord, tuple[UsageRecord, ...]], None] | None = None,
         writer: WriterConfig = WriterConfig(),
         recover_on_start: bool = True,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.services = services
+        self.clock = clock
         self.runtime = runtime
         self.factory = factory
         self.model_ids = dict(model_ids)
@@ -123,7 +114,7 @@ class InferenceService(SettleMixin):
         """Start the writer, fail requests an earlier process left open, start the runtime."""
         self.writer.start()
         if self.recover_on_start:
-            self.recovered = await self.writer.run_in_db_thread(self._recover, utcnow())
+            self.recovered = await self.writer.run_in_db_thread(self._recover, self.clock.utcnow())
         await self.runtime.start()
         self.started = True
 
@@ -212,7 +203,7 @@ class InferenceService(SettleMixin):
             max_output_tokens=call.max_output_tokens,
             idempotency_key=call.idempotency_key,
         )
-        trace = RunTrace(accepted_at=monotonic())
+        trace = RunTrace(accepted_at=self.clock.monotonic())
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
         live = LiveRun(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
@@ -245,7 +236,7 @@ class InferenceService(SettleMixin):
             workflow_name=call.workflow_name, workflow_version=call.workflow_version,
             body_hash=call.body_hash,
             priority_class=priority or call.priority_class or self.catalog.priority_of(call.tenant_name),
-            received_at=utcnow(), idempotency_key=key,
+            received_at=self.clock.utcnow(), idempotency_key=key,
         )  # fmt: skip
 
     async def _refuse_unrunnable(self, name: str, version: str) -> None:
@@ -259,45 +250,3 @@ class InferenceService(SettleMixin):
             )
         state = "no such workflow" if stored is None else f"it is {stored.status}"
         raise UnknownReference("workflow", f"{name}@{version}", f"active workflow ({state})")
-
-    def _on_usage(self, usage: UsageRecord) -> None:
-        """The runtime's usage sink (loop thread, must not block): queue the step's ledger
-        entry now, and note its timing for the run's per-node view."""
-        live = self._live.get(usage.request_id)
-        if live is not None:
-            done_ms = int((monotonic() - live.trace.accepted_at) * 1000)
-            live.trace.steps.append(StepTiming(usage, done_ms))
-        op = BillStep(
-            request_id=usage.request_id, node_id=usage.node_id, attempt=str(usage.attempt),
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-            device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=utcnow(),
-            model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
-        )  # fmt: skip
-        if live is None or not live.writes:
-            self.writer.submit(op, log_write_failure)
-            return
-        self._linger(live, op)  # its request row itself still waits: the bill follows it
-
-    def _linger(self, live: LiveRun, op: AcceptRequest | BillStep) -> None:
-        """Keep ``op`` for the run's final commit, queued at the latest ``LINGER_S`` from now."""
-        live.writes.append(op)
-        if live.write_timer is None:
-            loop = asyncio.get_running_loop()
-            live.write_timer = loop.call_later(LINGER_S, self._queue_writes, live)
-
-    def _queue_writes(self, live: LiveRun) -> None:
-        """Queue the run's waiting rows, in order (its linger is up, or it ended)."""
-        if live.write_timer is not None:
-            live.write_timer.cancel()
-            live.write_timer = None
-        writes, live.writes = live.writes, []
-        for op in writes:
-            self.writer.submit(op, log_write_failure)
-
-    async def recorded(self, request_id: str) -> None:
-        """Make sure the request's row is committed (a synchronous caller whose run outlives
-        its timeout is told to look the run up)."""
-        live = self._live.get(request_id)
-        if live is not None:
-            self._queue_writes(live)
-        await self.writer.flush()

@@ -1,31 +1,42 @@
-"""How :class:`~control.services.inference.InferenceService` settles runs and serves reads.
+"""How :class:`~control.services.inference.InferenceService` records a run as it goes and
+settles it when it ends.
 
-A run's end is queued behind its bills (its accept row and bills share that commit when they
-still linger); once committed, the final record is published, ``on_settled`` is told, and the
-run's waiters are woken. Reads of runs of this process come from memory (running, or among
-the ``RECENT_RUNS`` last finished); others from the database. Kept apart from ``inference.py``
-to keep modules small.
+Each step's bill is queued as the runtime reports it (or lingers with the run's accept row,
+see ``LINGER_S``). A run's end is queued behind its bills (its accept row and bills share that
+commit when they still linger); once committed, the final record is published (kept among the
+``RECENT_RUNS`` last finished, for reads: :mod:`control.services.inference_reads`),
+``on_settled`` is told, and the run's waiters are woken. Time is read from the service's
+``clock``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
-from control.clock import monotonic, utcnow
-from control.runtime.types import RunHandle, RunResult, StreamDelta
-from control.services.run_records import TERMINAL, AcceptRequest, BillStep, FinishRequest
-from control.services.run_results import RunTrace, device_ms, result_body
+from control.clock import Clock
+from control.runtime.types import RunHandle, RunResult, UsageRecord
+from control.services.run_records import AcceptRequest, BillStep, FinishRequest
+from control.services.run_results import RunTrace, StepTiming, device_ms, result_body
 from control.store import records as rec
+
+if TYPE_CHECKING:
+    from control.services.live_catalog import LiveCatalog
+    from control.services.writer import GroupCommitWriter
 
 log = logging.getLogger("control.services.inference")
 
-#: How often a run of another process is looked up while waiting for it.
-POLL_S = 0.25
+#: How long the row of a run whose caller waits for its end (and the bills behind that row)
+#: may wait to share the run's final commit. A run that ends sooner is written in ONE
+#: transaction (the one commit on the caller's path); a longer one has them queued after this
+#: delay, so a crash keeps the billing of the steps already done.
+LINGER_S = 0.05
 #: Finished runs of this process kept in memory for ``wait``/``recent``.
 RECENT_RUNS = 2048
 
@@ -46,44 +57,60 @@ class LiveRun:
 
 
 class SettleMixin:
-    """Run ends and reads of :class:`~control.services.inference.InferenceService` (uses its
-    ``_live``, ``_recent``, ``catalog``, ``writer``, ``services``, ``on_settled`` and
-    ``_queue_writes``)."""
+    """Bills and run ends of :class:`~control.services.inference.InferenceService` (uses its
+    ``_live``, ``_recent``, ``catalog``, ``writer``, ``model_ids``, ``device_ids``,
+    ``on_settled`` and ``clock``)."""
 
-    def recent(self, limit: int = 50) -> list[rec.RequestRecord]:
-        """Runs of this process that finished most recently, newest first."""
-        return list(reversed(self._recent.values()))[:limit]
+    _live: dict[str, LiveRun]
+    _recent: OrderedDict[str, rec.RequestRecord]
+    catalog: LiveCatalog
+    writer: GroupCommitWriter
+    model_ids: Mapping[str, int]
+    device_ids: Mapping[str, int]
+    on_settled: Callable[[str, rec.RequestRecord, tuple[UsageRecord, ...]], None] | None
+    clock: Clock
 
-    def stream(self, request_id: str) -> AsyncIterator[StreamDelta] | None:
-        """Token deltas of a run of this process still going (None: nothing to stream)."""
-        live = self._live.get(request_id)
-        return None if live is None or live.handle.done else live.handle.stream()
+    def _on_usage(self, usage: UsageRecord) -> None:
+        """The runtime's usage sink (loop thread, must not block): queue the step's ledger
+        entry now, and note its timing for the run's per-node view."""
+        live = self._live.get(usage.request_id)
+        if live is not None:
+            done_ms = int((self.clock.monotonic() - live.trace.accepted_at) * 1000)
+            live.trace.steps.append(StepTiming(usage, done_ms))
+        op = BillStep(
+            request_id=usage.request_id, node_id=usage.node_id, attempt=str(usage.attempt),
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+            device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=self.clock.utcnow(),
+            model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
+        )  # fmt: skip
+        if live is None or not live.writes:
+            self.writer.submit(op, log_write_failure)
+            return
+        self._linger(live, op)  # its request row itself still waits: the bill follows it
 
-    async def get(self, request_id: str) -> rec.RequestRecord:
-        """The request as it stands (memory for runs of this process, else the database)."""
+    def _linger(self, live: LiveRun, op: AcceptRequest | BillStep) -> None:
+        """Keep ``op`` for the run's final commit, queued at the latest ``LINGER_S`` from now."""
+        live.writes.append(op)
+        if live.write_timer is None:
+            loop = asyncio.get_running_loop()
+            live.write_timer = loop.call_later(LINGER_S, self._queue_writes, live)
+
+    def _queue_writes(self, live: LiveRun) -> None:
+        """Queue the run's waiting rows, in order (its linger is up, or it ended)."""
+        if live.write_timer is not None:
+            live.write_timer.cancel()
+            live.write_timer = None
+        writes, live.writes = live.writes, []
+        for op in writes:
+            self.writer.submit(op, log_write_failure)
+
+    async def recorded(self, request_id: str) -> None:
+        """Make sure the request's row is committed (a synchronous caller whose run outlives
+        its timeout is told to look the run up)."""
         live = self._live.get(request_id)
         if live is not None:
-            return live.record
-        found = self._recent.get(request_id)
-        if found is not None:
-            return found
-        return await self.writer.run_in_db_thread(self.services.requests.get, request_id)
-
-    async def wait(self, request_id: str, timeout_s: float) -> rec.RequestRecord:
-        """The request's record once it is terminal, or as it stands after ``timeout_s``.
-        A run of this process is awaited on its completion; others are polled."""
-        record = await self.get(request_id)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while record.status not in TERMINAL and loop.time() < deadline:
-            live = self._live.get(request_id)
-            left = deadline - loop.time()
-            if live is not None:
-                await until_ended(live, left)
-            else:
-                await asyncio.sleep(min(POLL_S, max(0.0, left)))
-            record = await self.get(request_id)
-        return record
+            self._queue_writes(live)
+        await self.writer.flush()
 
     def _on_result(self, request_id: str, live: LiveRun, result: RunResult) -> None:
         """The run ended (loop thread): queue its end after its bills (accept, bills and end
@@ -93,8 +120,8 @@ class SettleMixin:
                                             live.record.workflow_version)  # fmt: skip
             self._queue_writes(live)
             status, body, error = result_body(result, live.trace, refs)
-            started = started_at(live.trace) if status != "rejected" else None
-            finish = FinishRequest(request_id, status, utcnow(), body, error, started)
+            started = started_at(live.trace, self.clock) if status != "rejected" else None
+            finish = FinishRequest(request_id, status, self.clock.utcnow(), body, error, started)
             # told as the commit is done, not a loop iteration later (see writer.submit)
             self.writer.submit(finish, partial(self._on_recorded, request_id, live, finish))
         except Exception:  # a settle that fails must not kill the loop; the row stays open
@@ -155,34 +182,15 @@ def ended(record: rec.RequestRecord, finish: FinishRequest) -> rec.RequestRecord
     )  # fmt: skip
 
 
-async def until_ended(live: LiveRun, timeout_s: float) -> None:
-    """Wait until ``live`` ended, at most ``timeout_s`` (one loop turn after it ends: its
-    waiter is woken directly, no task or event in between)."""
-    if live.ended:
-        return
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
-    live.waiters.append(waiter)
-    timer = loop.call_later(timeout_s, _wake, waiter)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        live.waiters.remove(waiter)
-
-
-def _wake(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-def started_at(trace: RunTrace) -> datetime | None:
-    """When execution began: the first step's end less its device time (None: no step ran)."""
+def started_at(trace: RunTrace, clock: Clock) -> datetime | None:
+    """When execution began: the first step's end less its device time (None: no step ran),
+    on ``clock`` (the one ``trace`` was timed on)."""
     if not trace.steps:
         return None
     first = trace.steps[0]
-    ago_ms = int((monotonic() - trace.accepted_at) * 1000) - first.done_ms + device_ms(first.usage)
-    return utcnow() - timedelta(milliseconds=max(0, ago_ms))
+    elapsed_ms = int((clock.monotonic() - trace.accepted_at) * 1000)
+    ago_ms = elapsed_ms - first.done_ms + device_ms(first.usage)
+    return clock.utcnow() - timedelta(milliseconds=max(0, ago_ms))
 
 
 def log_write_failure(future: asyncio.Future) -> None:

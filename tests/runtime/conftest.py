@@ -120,7 +120,9 @@ def model_cache(tmp_path_factory) -> Path:
     return cache
 
 
-def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS) -> LiveRuntime:  # noqa: ANN001
+def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS, **options) -> LiveRuntime:  # noqa: ANN001, ANN003
+    """The test runtime on two CPU workers; ``options`` go to ``LiveRuntime`` as keywords
+    (``on_rollout``, ``clock``)."""
     devices = [DeviceInfo(f"cpu:{i}", "cpu", i, 512, i % 2) for i in range(2)]
     executor = LocalExecutor(
         ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False),
@@ -135,7 +137,14 @@ def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS) -> LiveRuntime: 
     )
     config = RuntimeConfig(indexes=(IndexSpec("docs", DOCS, BERT),), sample_every_s=0.2)
     return LiveRuntime(
-        blueprint, TableLatencyModel(), executor, REFS, PLACEMENT, config, usage.append
+        blueprint,
+        TableLatencyModel(),
+        executor,
+        REFS,
+        PLACEMENT,
+        config,
+        usage.append,
+        **options,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from control.runtime.driver import Driver
 from control.runtime.state import Submit, Wake
+from tests.support.clock import ManualClock
 
 
 @dataclass
@@ -55,9 +56,10 @@ class _Metrics:
         pass
 
 
-def _driver() -> tuple[Driver, _Core, _Actuator]:
+def _driver(clock: ManualClock | None = None) -> tuple[Driver, _Core, _Actuator]:
     core, actuator = _Core(), _Actuator()
-    driver = Driver(core, actuator, None, _Metrics(), lambda *_: None)  # type: ignore[arg-type]
+    options = {} if clock is None else {"clock": clock}
+    driver = Driver(core, actuator, None, _Metrics(), lambda *_: None, **options)  # type: ignore[arg-type]
     return driver, core, actuator
 
 
@@ -173,3 +175,18 @@ async def test_later_runs_after_the_callers_the_turn_answered_took_their_step() 
     driver.stop()
     await asyncio.wait_for(task, 1)
     await waiting
+
+
+async def test_each_turns_now_is_read_from_the_clock_the_driver_was_given() -> None:
+    clock = ManualClock(start_s=50.0)
+    driver, core, actuator = _driver(clock)
+    task = asyncio.create_task(driver.run())
+    driver.put(Submit("a"))  # type: ignore[arg-type]
+    await _settle()
+    clock.advance(2.5)
+    driver.put(Submit("b"))  # type: ignore[arg-type]
+    await _settle()
+    assert [now for now, _ in core.steps] == actuator.applied == [50.0, 52.5]
+    assert [now for _, now in core.submitted] == [50.0, 52.5]
+    driver.stop()
+    await asyncio.wait_for(task, 1)

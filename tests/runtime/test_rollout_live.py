@@ -36,10 +36,9 @@ MOVED = (
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def world(model_cache):
-    rt = make_runtime(model_cache, [])
-    await rt.start()
     seen: list[RolloutTransition] = []
-    rt.actuator.on_rollout = seen.append
+    rt = make_runtime(model_cache, [], on_rollout=seen.append)
+    await rt.start()
     yield rt, seen
     await rt.stop()
 

@@ -2,7 +2,7 @@
 no replica serves, an input that cannot be resolved, a host tool refusing its input.
 
 Each such step must fail at once with the reason, and its run end with it: the failure goes to
-the core as the item's result (``Actuator._fail_item``). These paths once raised inside the
+the core as the item's result (``Dispatcher._fail_item``). These paths once raised inside the
 actuator (a method of the same name for run ends had replaced the one for items), the error was
 swallowed, and the step hung until its timeout (``timeout_s`` below: the runs would have ended
 ``timed_out`` after it instead of ``failed`` at once).

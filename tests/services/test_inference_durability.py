@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 
@@ -17,6 +18,7 @@ from control.services import build_services
 from control.services.errors import IdempotencyConflict, UnknownReference
 from control.services.inference import InferenceService, RunCall
 from db.session import make_engine, make_session_factory
+from tests.support.clock import ManualClock
 
 SPEC = {"workflow": "pipe:1", "inputs": {"text": "text"}, "outputs": {"vec": "embed.embedding"},
         "nodes": [{"id": "embed", "task": "embed", "model": "m:1"}],
@@ -90,9 +92,10 @@ def call(tenant_id: int, key: str | None = None, body: str = "h") -> RunCall:
                    idempotency_key=key)  # fmt: skip
 
 
-async def _service(db, runtime: FakeRuntime) -> InferenceService:
+async def _service(db, runtime: FakeRuntime, **options) -> InferenceService:  # noqa: ANN003
     factory, services, _ = db
-    inference = InferenceService(services, runtime, factory, model_ids={}, device_ids={})
+    inference = InferenceService(services, runtime, factory, model_ids={}, device_ids={},
+                                 **options)  # fmt: skip
     await inference.start()
     return inference
 
@@ -149,4 +152,27 @@ async def test_keys_and_workflows_are_checked(db) -> None:
     with pytest.raises(UnknownReference, match="retired"):
         await inference.submit(bad)
     assert len(services.requests.list()) == 1
+    await inference.stop()
+
+
+async def test_a_run_is_timed_on_the_clock_the_service_was_given(db) -> None:
+    _, services, tenant = db
+    clock, runtime = ManualClock(), FakeRuntime()
+    inference = await _service(db, runtime, clock=clock)
+    accepted = clock.utcnow()
+    started = await inference.submit(call(tenant))
+    rid = started.request.id
+    clock.advance(0.2)
+    usage = runtime.step_done(rid, "embed", 5)  # 1.5 ms on the device: 2 ms in the ledger
+    clock.advance(0.3)
+    runtime.handles[rid].resolve(RunResult(rid, "succeeded", {"vec": [0.5] * 3}, None, "ok",
+                                           (usage,)))  # fmt: skip
+    record = await inference.wait(rid, 5)
+    assert started.request.received_at == accepted
+    assert record.finished_at == accepted + timedelta(seconds=0.5)
+    # the step ended 200 ms after the run was accepted, having run 2 ms (rounded up)
+    assert record.started_at == accepted + timedelta(milliseconds=198)
+    assert record.result["nodes"]["embed"]["done_ms"] == 200
+    (bill,) = services.usage.list(request_id=rid)
+    assert bill.recorded_at == accepted + timedelta(seconds=0.2)
     await inference.stop()
