@@ -81,7 +81,9 @@ class LiveRuntime:
         config: RuntimeConfig = RuntimeConfig(),
         usage_sink: Callable[[UsageRecord], None] | None = None,
         metrics: RuntimeMetrics | None = None,
+        on_rollout: Callable[..., None] | None = None,  # TEMP(h-wiring)
     ) -> None:
+        self._temp_on_rollout = on_rollout  # TEMP(h-wiring)
         self.blueprint = blueprint
         self.latency = latency
         self.executor = executor
@@ -129,6 +131,7 @@ class LiveRuntime:
                                  self.index_replicas, self.metrics, self.driver.put,
                                  self.config.stream_tokens)  # fmt: skip
         self.driver.actuator = self.actuator
+        self.actuator.on_rollout = self._temp_on_rollout  # TEMP(h-wiring)
         # metrics and releases wait until the callers a turn answers have been answered
         done.later = self.actuator.later = self.driver.later
         self._tasks = [loop.create_task(self.driver.run())]
