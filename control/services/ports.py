@@ -3,7 +3,7 @@
 Each Protocol lists exactly what its callers use, so a fake in a test needs only that much and
 a second runtime (another executor backend) knows what it must offer. The concrete classes
 (``control.runtime.live.LiveRuntime``, ``control.services.inference.InferenceService``)
-satisfy them; ``tests/services/test_ports.py`` checks it.
+satisfy them; ``tests/api/test_ports.py`` checks it.
 """
 
 from __future__ import annotations
