@@ -27,22 +27,29 @@ if TYPE_CHECKING:
 class RuntimeMetrics(Protocol):
     """The live runtime's metrics: ``/metrics`` serves their registry beside the gateway's."""
 
-    registry: CollectorRegistry
+    @property
+    def registry(self) -> CollectorRegistry: ...
 
 
 @runtime_checkable
 class GatewayRuntime(RolloutRuntime, Protocol):
     """The live runtime as the gateway reaches it: rollouts (snapshot, ingest) and metrics."""
 
-    metrics: RuntimeMetrics
+    @property
+    def metrics(self) -> RuntimeMetrics: ...
 
 
 @runtime_checkable
 class Inference(Protocol):
     """Runs tenant requests on the live runtime and records them (``InferenceService``)."""
 
-    runtime: GatewayRuntime
-    catalog: LiveCatalog
+    @property
+    def runtime(self) -> GatewayRuntime: ...
+
+    @property
+    def catalog(self) -> LiveCatalog:
+        """The workflows and models the live core serves (kept current by the feed)."""
+        ...
 
     def readiness(self) -> str:
         """ "ok", or why no request can be served now."""

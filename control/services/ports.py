@@ -33,8 +33,13 @@ class ConfigurableRuntime(RolloutRuntime, Protocol):
     """What the live-config feed changes on the runtime besides ingesting events: the
     blueprint it looks node kinds up in and the executor references of loadable models."""
 
+    #: replaced by the feed when the workflows change (node kinds are looked up in it)
     blueprint: CoreBlueprint
-    model_refs: dict[str, ModelRef]
+
+    @property
+    def model_refs(self) -> dict[str, ModelRef]:
+        """Executor references of the loadable models (the feed adds registered ones)."""
+        ...
 
 
 @runtime_checkable
@@ -48,8 +53,21 @@ class DbThread(Protocol):
 class FeedTarget(Protocol):
     """What ``LiveConfigFeed`` keeps in step with the database (an ``InferenceService``)."""
 
-    runtime: ConfigurableRuntime
-    writer: DbThread
-    started: bool
-    catalog: LiveCatalog
-    model_ids: dict[str, int]
+    @property
+    def runtime(self) -> ConfigurableRuntime: ...
+
+    @property
+    def writer(self) -> DbThread: ...
+
+    @property
+    def started(self) -> bool:
+        """The runtime runs (changes are fed only then)."""
+        ...
+
+    @property
+    def catalog(self) -> LiveCatalog: ...
+
+    @property
+    def model_ids(self) -> dict[str, int]:
+        """Model key -> database id, for the ledger (the feed adds registered models)."""
+        ...
