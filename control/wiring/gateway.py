@@ -8,12 +8,12 @@ it with their own database and executor).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 
-from control.api.app import create_app
+from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
 from control.api.ports import WhatIfEngine
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
@@ -26,8 +26,6 @@ from control.services.inference import InferenceService
 from control.wiring.executor import local_executor
 from control.wiring.live import LiveOptions, LiveParts, build_live
 from control.wiring.services import checked_services, session_factory
-
-Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def live_lifespan(inference: InferenceService) -> Lifespan:
