@@ -68,7 +68,6 @@ from control import native  # noqa: E402
 
 native.install()  # before the core is imported: the compiled core when a build is current
 
-from control.api.live import serving_core_config  # noqa: E402
 from control.clock import monotonic, perf_counter  # noqa: E402
 from control.core.assembly import CoreBlueprint  # noqa: E402
 from control.core.batching.size_delay import SizeDelayConfig  # noqa: E402
@@ -80,6 +79,7 @@ from control.executor.protocol import BatchItem, DeviceInfo, GenParams, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
 from control.runtime.wiring import device_specs  # noqa: E402
+from control.wiring.live import serving_core_config  # noqa: E402
 
 CACHE = Path("var/models")
 CORE = 0

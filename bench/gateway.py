@@ -55,8 +55,6 @@ native.install()  # before the core is imported: the compiled core when a build 
 import torch  # noqa: E402
 import uvicorn  # noqa: E402
 
-from control.api.app import create_app  # noqa: E402
-from control.api.live import LiveOptions, build_inference  # noqa: E402
 from control.api.settings import GatewayConfig  # noqa: E402
 from control.clock import perf_counter, process_time  # noqa: E402
 from control.executor import sources  # noqa: E402
@@ -64,6 +62,8 @@ from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
 from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
 from control.services import build_services  # noqa: E402
 from control.services.loadgen import percentile  # noqa: E402
+from control.wiring.gateway import gateway_app  # noqa: E402
+from control.wiring.live import LiveOptions  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from db.session import make_engine, make_session_factory  # noqa: E402
 
@@ -95,9 +95,9 @@ def _stack(root: Path):  # noqa: ANN202
         ExecutorConfig(cache_dir=str(cache), use_cuda=False, poll_queue=False),
         [DeviceInfo("cpu:0", "cpu", 0, 2048, 0)],
     )
-    inference = build_inference(factory, services, executor,
-                                LiveOptions(model_refs={"tiny-embed:1": MODEL}))  # fmt: skip
-    app = create_app(services, GatewayConfig(key_cache_ttl_s=30), inference=inference)
+    app = gateway_app(services, GatewayConfig(key_cache_ttl_s=30), executor,
+                      LiveOptions(model_refs={"tiny-embed:1": MODEL}), start_with_app=False)  # fmt: skip
+    inference = app.state.gateway.inference
     return app, services, inference, key
 
 

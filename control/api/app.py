@@ -1,14 +1,15 @@
-"""The app factory: one FastAPI app over a services bundle and, when given, the live runtime.
+"""The app factory: one FastAPI app over a services bundle and, when given, the live parts.
 
-``create_app`` wires auth, the error mapping, the body-size limit, metrics and every router.
-It starts nothing: whoever owns the runtime (``legato api``, a test fixture) starts and stops it
-around the app's life via ``lifespan`` hooks it passes in.
+``create_app`` wires auth, the error mapping, the body-size limit, metrics and every router
+over what it is given; it builds and starts nothing live. The composition root
+(``control.wiring.gateway``) builds the live parts in order and passes them in, with a
+``lifespan`` that starts and stops them around the app's life.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,14 +21,19 @@ from control.api.hot_routes import HotRoute, HotRoutes, HotTable
 from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
+from control.api.ports import Inference, LiveConfig, WhatIfEngine
 from control.api.routes import admin, fidelity, health, rollout, usage
 from control.api.routes.resources import RESOURCES
 from control.api.settings import GatewayConfig
 from control.api.state import Gateway
 from control.services import Services
-from control.services.live_config import LiveConfigFeed
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+DESCRIPTION = (
+    "Tenant inference (workflows, OpenAI-compatible routes) and the admin API of the Legato "
+    "control plane. Authenticate with `Authorization: Bearer <key>`: a tenant API key for /v1 "
+    "routes, the admin token for /admin routes."
+)
 
 
 def create_app(
@@ -35,17 +41,23 @@ def create_app(
     config: GatewayConfig | None = None,
     *,
     spec_validator: Callable[[Mapping[str, Any]], list[str]] | None = None,
-    inference: Any = None,
-    whatif_engine: Any = None,
+    inference: Inference | None = None,
+    live_config: LiveConfig | None = None,
+    whatif_engine: WhatIfEngine | None = None,
+    metrics: GatewayMetrics | None = None,
+    extras: Mapping[str, Any] | None = None,
     lifespan: Lifespan | None = None,
 ) -> FastAPI:
-    """A ready app. ``inference`` (an InferenceService) enables the tenant inference routes'
-    execution; without it they answer 503. ``lifespan`` wraps the app's life (start/stop)."""
+    """A ready app. ``inference`` enables the tenant inference routes' execution (without it
+    they answer 503); ``live_config`` feeds committed admin changes to its runtime;
+    ``metrics`` are the gateway's (default: new ones; pass the ones the inference service
+    reports settled runs to); ``extras`` seed ``Gateway.extras``; ``lifespan`` wraps the
+    app's life (start/stop)."""
     config = config or GatewayConfig()
-    metrics = GatewayMetrics()
-    if inference is not None and inference.on_settled is None:
-        inference.on_settled = metrics.on_settled
-    state = Gateway(
+    metrics = metrics or GatewayMetrics()
+    app = FastAPI(title="Legato API", version="1.0.0", description=DESCRIPTION,
+                  lifespan=lifespan)  # fmt: skip
+    app.state.gateway = Gateway(
         services=services,
         config=config,
         key_cache=KeyCache(config.key_cache_ttl_s),
@@ -53,28 +65,22 @@ def create_app(
         spec_validator=spec_validator,
         inference=inference,
         whatif_engine=whatif_engine,
+        extras=dict(extras or {}),
         models=ActiveModels(),
-        live_config=None if inference is None else LiveConfigFeed(inference.factory, inference),
+        live_config=live_config,
     )
-
-    @asynccontextmanager
-    async def life(app: FastAPI) -> AsyncIterator[None]:
-        if lifespan is None:
-            yield
-            return
-        async with lifespan(app):
-            yield
-
-    app = FastAPI(
-        title="Legato API",
-        version="1.0.0",
-        description="Tenant inference (workflows, OpenAI-compatible routes) and the admin API "
-        "of the Legato control plane. Authenticate with `Authorization: Bearer <key>`: a tenant "
-        "API key for /v1 routes, the admin token for /admin routes.",
-        lifespan=life,
-    )
-    app.state.gateway = state
     install_error_handlers(app)
+    hot = _include_routes(app)
+    if config.hot_routes:  # innermost of ours: inside the size limit and the metrics
+        app.state.hot_routes = HotTable(hot)
+        app.add_middleware(HotRoutes, table=app.state.hot_routes, handlers=app.exception_handlers)
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
+    """Every router, in the order Starlette tries them; returns the hot routes."""
     app.include_router(health.router)
     # Starlette tries routes in order: the tenant hot paths go first so that an inference
     # call does not first test itself against every admin CRUD route.
@@ -85,12 +91,7 @@ def create_app(
     app.include_router(rollout.router)
     app.include_router(fidelity.router)
     app.include_router(usage.router)
-    if config.hot_routes:  # innermost of ours: inside the size limit and the metrics
-        app.state.hot_routes = HotTable(hot)
-        app.add_middleware(HotRoutes, table=app.state.hot_routes, handlers=app.exception_handlers)
-    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
-    return app
+    return hot
 
 
 def _include_inference(app: FastAPI) -> tuple[HotRoute, ...]:

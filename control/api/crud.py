@@ -13,16 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from control.api.auth import Principal, require_admin
+from control.api.deps import AdminDep, GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES
 from control.api.live_feed import feed_change
-from control.api.pagination import PageParams, page_of, page_params
+from control.api.pagination import page_of
 from control.api.schemas.common import MAX_INT, Page
-from control.api.state import Gateway, gateway
+from control.api.state import Gateway
 from control.services import Services
 
 #: Path ids: bounded so that a wild number is a 422, not a database overflow.
@@ -54,9 +55,8 @@ def _dto(resource: Resource) -> Callable[[Any], BaseModel]:
     return lambda record: resource.out.model_validate(record, from_attributes=True)
 
 
-def _mutated(resource: Resource, request: Request, record: Any, response: Response) -> None:
+def _mutated(resource: Resource, gw: Gateway, record: Any, response: Response) -> None:
     """After a committed mutation: the resource's own hook, then the live core's feed."""
-    gw = gateway(request)
     if resource.after_mutation is not None:
         resource.after_mutation(gw)
     feed_change(gw, resource.tag, record, response)
@@ -87,11 +87,11 @@ def _add_reads(router: APIRouter, resource: Resource) -> None:
     if filters is not None:
 
         def list_items(
-            request: Request,
+            gw: GatewayDep,
             where: Annotated[filters, Query()],  # type: ignore[valid-type]
-            page: PageParams = Depends(page_params),
+            page: PageDep,
         ) -> Page[out]:  # type: ignore[valid-type]
-            service = resource.service(gateway(request).services)
+            service = resource.service(gw.services)
             found = service.page(offset=page.offset, limit=page.limit,
                                  **where.model_dump(exclude_none=True))  # type: ignore[attr-defined]  # fmt: skip
             return page_of(found, page, to_dto)
@@ -99,15 +99,15 @@ def _add_reads(router: APIRouter, resource: Resource) -> None:
     else:
 
         def list_items(  # type: ignore[misc]
-            request: Request, page: PageParams = Depends(page_params)
+            gw: GatewayDep, page: PageDep
         ) -> Page[out]:  # type: ignore[valid-type]
-            service = resource.service(gateway(request).services)
+            service = resource.service(gw.services)
             return page_of(service.page(offset=page.offset, limit=page.limit), page, to_dto)
 
     router.add_api_route("", list_items, methods=["GET"], summary=f"List {entity}s")
 
-    def get_item(request: Request, item_id: id_type) -> out:  # type: ignore[valid-type]
-        return to_dto(resource.service(gateway(request).services).get(item_id))
+    def get_item(gw: GatewayDep, item_id: id_type) -> out:  # type: ignore[valid-type]
+        return to_dto(resource.service(gw.services).get(item_id))
 
     router.add_api_route("/{item_id}", get_item, methods=["GET"], summary=f"Get one {entity}")
 
@@ -116,17 +116,17 @@ def _add_create(router: APIRouter, resource: Resource) -> None:
     create, out, to_dto = resource.create, resource.out, _dto(resource)
 
     def create_item(
-        request: Request,
+        gw: GatewayDep,
         response: Response,
         body: create,  # type: ignore[valid-type]
-        principal: Principal = Depends(require_admin),
+        principal: AdminDep,
     ) -> out:  # type: ignore[valid-type]
         values = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
         if resource.create_extra is not None:
             values.update(resource.create_extra(principal))
-        service = resource.service(gateway(request).services)
+        service = resource.service(gw.services)
         record = service.create(principal.actor, **values)
-        _mutated(resource, request, record, response)
+        _mutated(resource, gw, record, response)
         return to_dto(record)
 
     router.add_api_route(
@@ -138,16 +138,16 @@ def _add_update(router: APIRouter, resource: Resource) -> None:
     update, out, id_type, to_dto = resource.update, resource.out, resource.id_type, _dto(resource)
 
     def update_item(
-        request: Request,
+        gw: GatewayDep,
         response: Response,
         item_id: id_type,  # type: ignore[valid-type]
         body: update,  # type: ignore[valid-type]
-        principal: Principal = Depends(require_admin),
+        principal: AdminDep,
     ) -> out:  # type: ignore[valid-type]
         changes = body.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
-        service = resource.service(gateway(request).services)
+        service = resource.service(gw.services)
         record = service.update(principal.actor, item_id, **changes)
-        _mutated(resource, request, record, response)
+        _mutated(resource, gw, record, response)
         return to_dto(record)
 
     router.add_api_route(
@@ -161,13 +161,13 @@ def _add_removal(router: APIRouter, resource: Resource) -> None:
     if resource.removal == "retire":
 
         def retire_item(
-            request: Request,
+            gw: GatewayDep,
             response: Response,
             item_id: id_type,  # type: ignore[valid-type]
-            principal: Principal = Depends(require_admin),
+            principal: AdminDep,
         ) -> out:  # type: ignore[valid-type]
-            record = resource.service(gateway(request).services).retire(principal.actor, item_id)
-            _mutated(resource, request, record, response)
+            record = resource.service(gw.services).retire(principal.actor, item_id)
+            _mutated(resource, gw, record, response)
             return to_dto(record)
 
         summary = f"Retire a {resource.tag} (soft delete; the record stays)"
@@ -175,13 +175,13 @@ def _add_removal(router: APIRouter, resource: Resource) -> None:
         return
 
     def delete_item(
-        request: Request,
+        gw: GatewayDep,
         item_id: id_type,  # type: ignore[valid-type]
-        principal: Principal = Depends(require_admin),
+        principal: AdminDep,
     ) -> Response:
-        resource.service(gateway(request).services).delete(principal.actor, item_id)
+        resource.service(gw.services).delete(principal.actor, item_id)
         done = Response(status_code=204)
-        _mutated(resource, request, None, done)
+        _mutated(resource, gw, None, done)
         return done
 
     router.add_api_route(

@@ -18,9 +18,10 @@ from fastapi import Header
 
 from control.api.auth import Principal
 from control.api.errors import ApiError
+from control.api.ports import Inference
 from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
-from control.services.inference import InferenceService, RunCall, Started
+from control.services.inference_calls import RunCall, Started
 from control.store.records import RequestRecord
 
 IdempotencyKey = Annotated[
@@ -41,7 +42,8 @@ def body_hash(route: str, body: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def inference_of(gw: Gateway) -> InferenceService:
+def inference_of(gw: Gateway) -> Inference:
+    """The gateway's inference service; 503 when it runs no live runtime."""
     if gw.inference is None:
         raise ApiError(503, "unavailable", "this gateway runs no live runtime")
     return gw.inference

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from control.api.auth import KeyCache
     from control.api.metrics import GatewayMetrics
     from control.api.model_cache import ActiveModels
-    from control.services.inference import InferenceService
+    from control.api.ports import Inference, LiveConfig, WhatIfEngine
 
 
 @dataclass
@@ -32,14 +32,14 @@ class Gateway:
     metrics: GatewayMetrics
     #: The core's DAG check over the live model catalogue ("location: message" strings).
     spec_validator: Callable[[Mapping[str, Any]], list[str]] | None = None
-    inference: InferenceService | None = None
+    inference: Inference | None = None
     #: The twin's what-if engine (``control.services.whatif``) when it is installed.
-    whatif_engine: Any = None
+    whatif_engine: WhatIfEngine | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     #: Active models for the one-model routes (cleared on model changes made here).
     models: ActiveModels | None = None
     #: Feeds committed admin changes to the live core (None without a runtime).
-    live_config: Any = None
+    live_config: LiveConfig | None = None
 
 
 def gateway(request: Request) -> Gateway:

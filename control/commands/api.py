@@ -1,9 +1,9 @@
 """``legato api`` (the HTTP gateway over the live runtime) and ``legato loadgen``.
 
-``api`` reads the settings once, migrates nothing (run ``legato db upgrade`` first), builds the
-services, the one-model workflows and the live runtime over the local executor, and serves the
-app with uvicorn; the runtime starts and stops with the app. ``--no-runtime`` serves the admin
-API alone (inference routes then answer 503).
+``api`` serves with uvicorn the gateway that :func:`control.wiring.gateway.build_gateway`
+builds from the settings (it migrates nothing: run ``legato db upgrade`` first): the services,
+the one-model workflows and the live runtime over the local executor, which starts and stops
+with the app. ``--no-runtime`` serves the admin API alone (inference routes then answer 503).
 
 ``loadgen`` replays a trace against a running gateway as several tenants, with a progress bar
 and a summary table. Tenant keys come from ``--key tenant=KEY`` or, with the admin token, are
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import typer
@@ -22,54 +21,6 @@ import typer
 log = logging.getLogger("legato.api")
 #: The demo tenants ``make up`` seeds; the load generator's default.
 DEMO_TENANTS = ("acme", "globex", "initech")
-
-
-def build_gateway(with_runtime: bool = True) -> Any:
-    """The app as ``legato api`` serves it (settings read once, here)."""
-    from control.api.app import create_app
-    from control.api.settings import GatewaySettings, gateway_config
-    from control.api.twin import TwinEngine
-    from control.config import get_settings
-    from control.services import build_services
-    from control.services.fidelity.runner import FidelityRunner
-    from control.services.workflow_validation import make_spec_validator
-    from db.session import make_engine, make_session_factory
-
-    settings, gateway = get_settings(), GatewaySettings()
-    factory = make_session_factory(make_engine(settings.resolved_database_url()))
-    validator = make_spec_validator(factory)
-    services = build_services(factory, workflow_validator=validator,
-                              key_pepper=gateway.key_pepper.get_secret_value().encode())  # fmt: skip
-    inference = _inference(settings, factory, services) if with_runtime else None
-
-    @asynccontextmanager
-    async def lifespan(_app: Any):  # noqa: ANN202
-        if inference is not None:
-            await inference.start()
-        try:
-            yield
-        finally:
-            if inference is not None:
-                await inference.stop()
-
-    twin = TwinEngine(factory, settings.resolved_database_url())
-    app = create_app(services, gateway_config(settings, gateway), spec_validator=validator,
-                     inference=inference, whatif_engine=twin, lifespan=lifespan)  # fmt: skip
-    # Validations run in their own process with their own executor worker, so the runner is
-    # installed whether or not this gateway runs the live runtime.
-    app.state.gateway.extras["fidelity_runner"] = FidelityRunner(settings.resolved_database_url())
-    return app
-
-
-def _inference(settings: Any, factory: Any, services: Any) -> Any:
-    from control.api.live import build_inference
-    from control.executor.host import ExecutorConfig, LocalExecutor
-    from control.executor.host.devices import discover_devices
-
-    found = discover_devices(settings.cpu_worker_slots, None, True)
-    config = ExecutorConfig(cache_dir=str(settings.var_dir / "models"),
-                            torch_threads=settings.torch_threads, poll_queue=False)  # fmt: skip
-    return build_inference(factory, services, LocalExecutor(config, found))
 
 
 def api(
@@ -81,6 +32,7 @@ def api(
     import uvicorn
 
     from control.config import get_settings
+    from control.wiring.gateway import build_gateway
 
     settings = get_settings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -71,13 +71,14 @@ def profile(
     from control.executor.profile import profile_model
     from control.services import build_services
     from control.services.fleet_state import load_fleet_state
-    from db.session import make_engine, make_session_factory, session_scope
+    from control.wiring.services import session_factory
+    from db.session import session_scope
 
     settings = get_settings()
     torch.set_num_threads(settings.torch_threads)
     if device == "cpu" and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, like a worker slot
-    factory = make_session_factory(make_engine(settings.resolved_database_url()))
+    factory = session_factory(settings.resolved_database_url())
     with session_scope(factory) as session:
         fleet = load_fleet_state(session, include_declared=False)
     services = build_services(factory)

@@ -59,20 +59,15 @@ def ensure_demo_keys(settings: Settings, database_url: str, pepper: str) -> dict
     path = settings.var_dir / "demo_keys.json"
     if path.exists():
         return json.loads(path.read_text())
-    from control.services import build_services
-    from db.session import make_engine, make_session_factory
+    from control.wiring.services import services_at
 
-    engine = make_engine(database_url)
-    try:
-        services = build_services(make_session_factory(engine), key_pepper=pepper.encode())
+    with services_at(database_url, key_pepper=pepper.encode()) as services:
         keys = {}
         for tenant in demo_fleet.DEMO_TENANTS:
             record = services.tenants.list(name=tenant["name"])[0]
             keys[tenant["name"]] = services.api_keys.create_key(
                 "up", record.id, label="demo load"
             ).plaintext
-    finally:
-        engine.dispose()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(keys, fh)

@@ -5,7 +5,8 @@ request rate, not operator mutations; the inference path writes them unaudited i
 (``run_records`` through the group-commit ``writer``).
 
 ``build_services`` wires every service to one session factory and clock; the API, CLI and seed
-take the resulting :class:`Services` bundle.
+take the resulting :class:`Services` bundle. The composition root (``control.wiring``) builds
+it from the settings for the product (``control.wiring.services``).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from control.core.events import (
     WorkflowRegistered,
 )
 from control.services.fleet_state import device_spec, model_ref, model_spec, workflow_spec
+from control.services.ports import ConfigurableRuntime, FeedTarget
 from control.store.tenancy_snapshot import load_tenancy_config
 from db import models as m
 from db.session import session_scope
@@ -47,12 +48,12 @@ def _skipped(reason: str) -> FeedOutcome:
 class LiveConfigFeed:
     """Feeds committed changes to ``inference.runtime`` (an InferenceService's LiveRuntime)."""
 
-    def __init__(self, factory: sessionmaker[Session], inference: Any) -> None:
+    def __init__(self, factory: sessionmaker[Session], inference: FeedTarget) -> None:
         self._factory = factory
         self._inference = inference
 
     @property
-    def _runtime(self) -> Any:
+    def _runtime(self) -> ConfigurableRuntime:
         return self._inference.runtime
 
     async def _read(self, fn: Any, *args: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Placement rollouts on the live runtime: start one, roll back, record transitions, report progress.
+"""Placement rollouts on the live runtime: start one, roll back, report progress.
 
 ``start(actor, plan_id)`` reads the plan's placements for the REAL devices (devices known to
 the fleet state as real; declared twin-only devices are left out), refuses (Conflict) while
@@ -8,48 +8,35 @@ replica loads and evictions it needs (``steps_total``). ``rollback(actor, plan_i
 ingests ``RollbackRequested``; with a plan id it first checks that the plan is the one the live
 runtime last completed. Without a runtime both raise ``ServiceUnavailable``.
 
-The core reports each stage as a ``RolloutTransition`` through the actuator's ``on_rollout``
-hook; ``attach`` installs ``record_transition`` there. Each transition is audited and moves the
-plan's status: ``completed`` activates the plan (the previous active one is retired); an
-``aborted`` rollout (a failed load: the core restores the previous placement) and a completed
-rollback restore the plan lifecycle in one transaction: the plan becomes ``rolled_back`` and
-the plan active before it is ``active`` again, both audited. The database work runs on one
-worker thread, in arrival order, never on the event loop. ``progress(plan_id)`` is the view the
-console polls (see :class:`RolloutProgress`).
+The transitions the core reports as the rollout goes on are recorded by
+:class:`~control.services.rollout_record.RolloutRecorder`, the runtime's ``on_rollout``
+callback (given to it by the wiring). ``progress(plan_id)`` is the view the console polls (see
+:class:`RolloutProgress`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
-from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged, RollbackRequested
-from control.services.audit import jsonable, write_audit
 from control.services.errors import Conflict, NotFound
 from control.services.fleet_state import load_fleet_state, model_key
-from control.services.inference import ServiceUnavailable
+from control.services.inference_calls import ServiceUnavailable
 from control.services.placement import PlacementPlanService
-from control.store.repositories import PlacementPlanRepository
+from control.services.ports import RolloutRuntime
+from control.services.rollout_record import ROLLBACK, audit_rollout, rollout_records
 from db import models as m
 from db.session import session_scope
 
-log = logging.getLogger(__name__)
-
-SYSTEM_ACTOR = "system:rollout"
 _IN_PROGRESS = ("loading", "draining")
 _ERRORS = ("aborted", "failed", "refused")
-ENTITY = "placement_rollout"
-ROLLBACK = "rollback"
 
 Slot = tuple[str, tuple[str, ...]]
 
@@ -99,38 +86,26 @@ class RolloutProgress:
 
 
 class RolloutService:
-    """Rollouts of placement plans; ``inference`` is the InferenceService (may be None: then
-    only ``progress`` works, from the audit log)."""
+    """Rollouts of placement plans on ``runtime`` (the live runtime; None: then only
+    ``progress`` works, from the audit log)."""
 
     def __init__(
         self,
         factory: sessionmaker[Session],
         plans: PlacementPlanService,
-        inference: Any,
+        runtime: RolloutRuntime | None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._factory = factory
         self._clock = clock
         self._plans = plans
-        self._inference = inference
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout-audit")
-        self._attached: Any = None
-        self.pending: list[Future] = []
+        self._runtime = runtime
 
     @property
-    def runtime(self) -> Any:
-        runtime = getattr(self._inference, "runtime", None)
-        if runtime is None:
+    def runtime(self) -> RolloutRuntime:
+        if self._runtime is None:
             raise ServiceUnavailable("no live runtime: rollouts need `legato serve`")
-        return runtime
-
-    def attach(self) -> None:
-        """Install ``record_transition`` on the runtime's actuator (idempotent)."""
-        runtime = self.runtime
-        actuator = getattr(runtime, "actuator", None)
-        if actuator is not None and self._attached is not actuator:
-            actuator.on_rollout = self.record_transition
-            self._attached = actuator
+        return self._runtime
 
     def placement_event(self, plan_id: int) -> PlacementChanged:
         """The plan's placements restricted to real devices (NotFound for an unknown plan;
@@ -160,7 +135,6 @@ class RolloutService:
     async def start(self, actor: str, plan_id: int) -> PlacementChanged:
         """Start rolling out ``plan_id``; returns the event ingested."""
         runtime = self.runtime
-        self.attach()
         busy = self.in_progress()
         if busy is not None:
             raise Conflict(f"rollout of plan {busy.plan_id} is {busy.state}; wait or roll back")
@@ -179,7 +153,6 @@ class RolloutService:
         ``plan_id``: NotFound for an unknown plan, Conflict unless the live runtime's last
         rollout is that plan's and it completed."""
         runtime = self.runtime
-        self.attach()
         if plan_id is not None:
             self._plans.get(plan_id)  # NotFound names it
             ro = runtime.snapshot().rollout
@@ -192,77 +165,16 @@ class RolloutService:
         await runtime.ingest(RollbackRequested(f"operator {actor} asked for a rollback"))
         self._audit(actor, ROLLBACK, "" if plan_id is None else str(plan_id), {})
 
-    def record_transition(self, t: RolloutTransition) -> None:
-        """The actuator's hook (loop thread): queue the audit + status change; never blocks."""
-        self.pending = [f for f in self.pending if not f.done()]
-        self.pending.append(self._writer.submit(self._apply_transition, t))
-
-    def _apply_transition(self, t: RolloutTransition) -> None:
-        try:
-            after = {"from": t.from_state, "to": t.to_state, "reason": t.reason}
-            self._audit(SYSTEM_ACTOR, f"transition:{t.to_state}", t.plan_id, after)
-            base, _, suffix = t.plan_id.partition(":")
-            if not base.isdigit():
-                return  # "initial" or a plan this gateway did not start
-            if t.to_state == "completed" and not suffix:
-                self._plans.activate(SYSTEM_ACTOR, int(base))
-            elif (t.to_state == "aborted" and not suffix and "superseded" not in t.reason) or (
-                t.to_state == "completed" and suffix == ROLLBACK
-            ):
-                self.restore(SYSTEM_ACTOR, int(base), t.reason)
-        except Exception:  # a bookkeeping failure must not stop later transitions
-            log.exception("could not record rollout transition %r", t)
-
-    def restore(self, actor: str, plan_id: int, why: str) -> None:
-        """One transaction: ``plan_id`` becomes ``rolled_back`` and the plan active before its
-        rollout (from the rollout's audit record) ``active`` again; any other active plan is
-        retired. Each change is audited; when ``plan_id`` changes, the previous plan gets an
-        audit record even if it already was active (a failed load never retired it), so its
-        history shows it in force again. Nothing is written when nothing changes (the
-        aborted rollout's own rollback completing later)."""
-        previous = self._previous_plan_id(plan_id)
-        with session_scope(self._factory) as session:
-            plans = PlacementPlanRepository(session)
-            target = plans.get(plan_id)
-            if target is None or target.status == "rolled_back":
-                return
-            wanted = {plan_id: "rolled_back"}
-            prev = None if previous is None else plans.get(previous)
-            if prev is not None and prev.status != "rolled_back":  # never revive a rolled-back plan
-                wanted[previous] = "active"
-            for old in plans.list(status="active"):
-                wanted.setdefault(old.id, "retired")
-            for pid, status in sorted(wanted.items()):
-                before = plans.get(pid)
-                if before.status == status and pid != previous:
-                    continue
-                after = plans.update(pid, status=status) if before.status != status else before
-                action = {"active": "reactivate", "rolled_back": "roll_back"}.get(status, "retire")
-                write_audit(session, at=self._clock(), actor=actor, action=action,
-                            entity_type="placement_plan", entity_id=pid, before=jsonable(before),
-                            after={**jsonable(after), "why": why})  # fmt: skip
-
     def _active_plan_id(self) -> int | None:
         active = self._plans.list(status="active")
         return active[-1].id if active else None
-
-    def _records(self, session: Session, plan_id: int) -> list[m.AuditRecord]:
-        ids = (str(plan_id), f"{plan_id}:{ROLLBACK}")
-        q = select(m.AuditRecord).where(m.AuditRecord.entity_type == ENTITY,
-                                        m.AuditRecord.entity_id.in_(ids))  # fmt: skip
-        return list(session.scalars(q.order_by(m.AuditRecord.id)))
-
-    def _previous_plan_id(self, plan_id: int) -> int | None:
-        with session_scope(self._factory) as session:
-            starts = [r for r in self._records(session, plan_id) if r.action == "rollout"]
-            return (starts[-1].after or {}).get("previous_plan_id") if starts else None
 
     def progress(self, plan_id: int) -> RolloutProgress:
         """The plan's rollout progress: live figures when the running core's rollout is this
         plan's (or its rollback), else what the audit log says. NotFound for an unknown plan."""
         plan = self._plans.get(plan_id)
         with session_scope(self._factory) as session:
-            records = self._records(session, plan_id)
+            records = rollout_records(session, plan_id)
             starts = [r.after or {} for r in records if r.action == "rollout"]
             moves = [(r.entity_id, r.at, r.after or {}) for r in records
                      if r.action.startswith("transition:")]  # fmt: skip
@@ -278,15 +190,12 @@ class RolloutService:
                               self._live_view(plan_id), transitions, errors, total)  # fmt: skip
 
     def _live_view(self, plan_id: int) -> Any:
-        runtime = getattr(self._inference, "runtime", None)
-        ro = None if runtime is None else runtime.snapshot().rollout
+        ro = None if self._runtime is None else self._runtime.snapshot().rollout
         ok = ro is not None and ro.plan_id in (str(plan_id), f"{plan_id}:{ROLLBACK}")
         return ro if ok else None
 
     def _audit(self, actor: str, action: str, entity_id: str, after: dict[str, Any]) -> None:
-        with session_scope(self._factory) as session:
-            write_audit(session, at=self._clock(), actor=actor, action=action, entity_type=ENTITY,
-                        entity_id=entity_id, before=None, after=after)  # fmt: skip
+        audit_rollout(self._factory, self._clock(), actor, action, entity_id, after)
 
 
 def _progress_view(plan_id: int, status: str, previous: int | None, ro: Any,

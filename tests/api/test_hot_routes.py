@@ -40,7 +40,8 @@ async def both(live):  # noqa: F811
     gw = hot_app.state.gateway
     plain = create_app(services, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=30,
                                                hot_routes=False),
-                       spec_validator=gw.spec_validator, inference=gw.inference)  # fmt: skip
+                       spec_validator=gw.spec_validator, inference=gw.inference,
+                       live_config=gw.live_config, metrics=gw.metrics)  # fmt: skip
     assert not hasattr(plain.state, "hot_routes")
     return hot_app, plain, keys
 

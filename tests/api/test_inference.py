@@ -13,8 +13,6 @@ import pytest
 import pytest_asyncio
 import torch
 
-from control.api.app import create_app
-from control.api.live import LiveOptions, build_inference
 from control.api.settings import GatewayConfig
 from control.executor import sources
 from control.executor.host import ExecutorConfig, LocalExecutor
@@ -22,6 +20,8 @@ from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import RuntimeConfig
 from control.services import build_services
 from control.services.workflow_validation import make_spec_validator
+from control.wiring.gateway import gateway_app
+from control.wiring.live import LiveOptions
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import ADMIN_TOKEN, PEPPER, client_for
 
@@ -100,9 +100,9 @@ async def live(tmp_path_factory, _sqlite_template):
         [DeviceInfo("cpu:0", "cpu", 0, 1024, 0)],
     )
     options = LiveOptions(model_refs=REFS, runtime=RuntimeConfig(sample_every_s=0.5))
-    inference = build_inference(factory, services, executor, options)
-    app = create_app(services, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=30),
-                     spec_validator=validator, inference=inference)  # fmt: skip
+    app = gateway_app(services, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=30),
+                      executor, options, spec_validator=validator, start_with_app=False)  # fmt: skip
+    inference = app.state.gateway.inference
     await inference.start()
     yield app, services, keys, ids
     await inference.stop()

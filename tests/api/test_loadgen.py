@@ -82,13 +82,14 @@ async def test_gateway_as_the_api_command_builds_it(tmp_path, monkeypatch, _sqli
     import httpx
 
     from control.config import get_settings
+    from control.wiring.gateway import build_gateway
 
     shutil.copyfile(_sqlite_template, tmp_path / "legato.db")
     monkeypatch.setenv("LEGATO_DATABASE_URL", f"sqlite:///{tmp_path / 'legato.db'}")
     monkeypatch.setenv("LEGATO_ADMIN_TOKEN", "cli-admin")
     get_settings.cache_clear()
     try:
-        app = api_command.build_gateway(with_runtime=False)
+        app = build_gateway(with_runtime=False)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
             headers = {"Authorization": "Bearer cli-admin"}

@@ -1,6 +1,7 @@
 """Rollout routes through the real app over a real database; the live runtime is a small fake
-that records what it is told to ingest and reports a settable rollout view (the real runtime's
-rollouts are tested in tests/runtime/test_rollout_live.py)."""
+that records what it is told to ingest and reports a settable rollout view, and whose actuator
+was given the rollout recorder's callback as the wiring gives it to the real one (the real
+runtime's rollouts are tested in tests/runtime/test_rollout_live.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,18 @@ import pytest
 
 from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged, RollbackRequested
+from control.services.rollout_record import RolloutRecorder
 
 
 @dataclass
 class FakeRuntime:
+    recorder: RolloutRecorder
     events: list = field(default_factory=list)
     rollout: object = None
-    actuator: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(on_rollout=None))
+    actuator: SimpleNamespace = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.actuator = SimpleNamespace(on_rollout=self.recorder.record_transition)
 
     async def ingest(self, event: object) -> None:
         self.events.append(event)
@@ -29,10 +35,9 @@ class FakeRuntime:
 
 @pytest.fixture
 def runtime(stack) -> FakeRuntime:
-    rt = FakeRuntime()
+    rt = FakeRuntime(RolloutRecorder(stack.factory, stack.services.plans))
     gw = stack.app.state.gateway
     gw.inference = SimpleNamespace(runtime=rt, factory=stack.factory)
-    gw.extras.pop("rollouts", None)
     return rt
 
 
@@ -94,8 +99,8 @@ async def test_second_rollout_while_one_runs_is_409(admin, runtime):
 
 
 async def _settle(stack) -> None:
-    svc = stack.app.state.gateway.extras["rollouts"][1]
-    await asyncio.gather(*(asyncio.wrap_future(f) for f in svc.pending))
+    recorder = stack.app.state.gateway.inference.runtime.recorder
+    await asyncio.gather(*(asyncio.wrap_future(f) for f in recorder.pending))
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,12 @@ import argparse
 import asyncio
 import socket
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from control.api.app import create_app
 from control.api.settings import GatewayConfig
 from control.api.twin import TwinEngine
 from control.config import Settings
@@ -28,6 +25,8 @@ from control.executor.protocol import DeviceInfo, ModelRef
 from control.services import build_services
 from control.services.seed import seed_demo
 from control.services.workflow_validation import make_spec_validator
+from control.wiring.gateway import gateway_app
+from control.wiring.live import LiveOptions
 from db.session import make_engine, make_session_factory
 
 PEPPER = b"console-test-pepper"
@@ -68,24 +67,27 @@ def seed(url: str, extra_tenants: int = 0, live: bool = False) -> None:
         services.workflows.create("test", name="tiny", version="1", spec=TINY_FLOW, status="active")
 
 
-def _live_inference(factory, services, cache: Path) -> Any:  # noqa: ANN001
-    from control.api.live import LiveOptions, build_inference
+def _live_executor(cache: Path) -> Any:
     from control.executor import sources
     from control.executor.host import ExecutorConfig, LocalExecutor
-    from control.runtime.live import InitialReplica, RuntimeConfig
-    from control.runtime.state import IndexSpec
 
     for arch in ("gpt2", "bert"):
         sources.ensure_tiny(arch, cache)
-    executor = LocalExecutor(
+    return LocalExecutor(
         ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False),
         LOCAL,
     )
+
+
+def _live_options() -> Any:
+    from control.runtime.live import InitialReplica, RuntimeConfig
+    from control.runtime.state import IndexSpec
+    from control.wiring.live import LiveOptions
+
     runtime = RuntimeConfig(sample_every_s=0.5,
                             indexes=(IndexSpec("demo-docs", ("a", "b"), TINY["tiny-embed:1"]),))  # fmt: skip
     placement = [InitialReplica("tiny-gen:1", "cpu:0"), InitialReplica("tiny-embed:1", "cpu:0")]
-    options = LiveOptions(model_refs=TINY, placement=placement, runtime=runtime)
-    return build_inference(factory, services, executor, options)
+    return LiveOptions(model_refs=TINY, placement=placement, runtime=runtime)
 
 
 def build_app(url: str, token: str, live: bool = False, cache: Path | None = None) -> Any:
@@ -94,21 +96,10 @@ def build_app(url: str, token: str, live: bool = False, cache: Path | None = Non
     factory = make_session_factory(make_engine(url))
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
-    inference = _live_inference(factory, services, cache or Path("var/models")) if live else None
-
-    @asynccontextmanager
-    async def lifespan(_: Any) -> AsyncIterator[None]:
-        await inference.start()
-        try:
-            yield
-        finally:
-            await inference.stop()
-
-    app = create_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60),
-                     spec_validator=validator, inference=inference,
-                     whatif_engine=TwinEngine(factory, url),
-                     lifespan=lifespan if live else None)  # fmt: skip
-    return app
+    executor = _live_executor(cache or Path("var/models")) if live else None
+    return gateway_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60), executor,
+                       _live_options() if live else LiveOptions(), spec_validator=validator,
+                       whatif_engine=TwinEngine(factory, url))  # fmt: skip
 
 
 @dataclass

@@ -62,6 +62,7 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
         "control/executor/host",
         "control/executor/worker",
         "control/executor/adapters",
+        "control/wiring",
         "sim",
         "db",
     ):
@@ -105,6 +106,7 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
             "twin knows the executor by its protocol",
         ),
         ("app/page.py", "import db\n", "console talks to the control plane over HTTP"),
+        ("control/api/root.py", "import control.wiring\n", "Nothing below the composition root"),
     ],
 )
 def test_import_contracts_fail_on_a_violation(

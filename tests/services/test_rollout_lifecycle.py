@@ -16,6 +16,7 @@ from control.core.events import PlacementChanged, RollbackRequested
 from control.services.errors import Conflict, NotFound
 from control.services.inference import ServiceUnavailable
 from control.services.rollout import RolloutService, planned_steps
+from control.services.rollout_record import RolloutRecorder
 from control.store import repositories as repo
 from db import models as m
 from db.session import session_scope
@@ -67,14 +68,19 @@ def runtime() -> FakeRuntime:
 
 @pytest.fixture
 def svc(world, services, runtime) -> RolloutService:
-    return RolloutService(world.factory, services.plans, SimpleNamespace(runtime=runtime))
+    return RolloutService(world.factory, services.plans, runtime)
 
 
-def play(svc: RolloutService, plan_id: str, *states: str, reason: str = "test") -> None:
+@pytest.fixture
+def recorder(world, services) -> RolloutRecorder:
+    return RolloutRecorder(world.factory, services.plans)
+
+
+def play(recorder: RolloutRecorder, plan_id: str, *states: str, reason: str = "test") -> None:
     """Feed transitions through the actuator hook and wait for the writer thread."""
     for before, after in zip(("", *states), states, strict=False):
-        svc.record_transition(RolloutTransition(plan_id, before, after, reason))
-    for f in svc.pending:
+        recorder.record_transition(RolloutTransition(plan_id, before, after, reason))
+    for f in recorder.pending:
         f.result(timeout=10)
 
 
@@ -91,34 +97,34 @@ def plan_audit(world, plan_id: int) -> list[str]:
         return [r.action for r in s.scalars(q.order_by(m.AuditRecord.id))]
 
 
-async def test_start_records_previous_plan_and_planned_steps(svc, world, runtime):
+async def test_start_records_previous_plan_and_planned_steps(svc, world, runtime, recorder):
     event = await svc.start("ops", world.new)
     assert isinstance(runtime.events[-1], PlacementChanged)
     assert event.placements == (("minilm:1", ("cpu0",), 2, "hot"),)
     p = svc.progress(world.new)
     # one replica held, two wanted: one load
     assert (p.previous_plan_id, p.state, p.live) == (world.old, None, False)
-    play(svc, str(world.new), "loading", "completed")
+    play(recorder, str(world.new), "loading", "completed")
     p = svc.progress(world.new)
     assert (p.steps_done, p.steps_total, p.live) == (1, 1, False)
 
 
-async def test_completed_rollout_then_completed_rollback_restores_previous(svc, world):
+async def test_completed_rollout_then_completed_rollback_restores_previous(svc, world, recorder):
     await svc.start("ops", world.new)
-    play(svc, str(world.new), "loading", "draining", "completed")
+    play(recorder, str(world.new), "loading", "draining", "completed")
     assert statuses(world) == ("retired", "active")
-    play(svc, f"{world.new}:rollback", "loading", "completed")
+    play(recorder, f"{world.new}:rollback", "loading", "completed")
     assert statuses(world) == ("active", "rolled_back")
     assert plan_audit(world, world.new)[-1] == "roll_back"
     assert plan_audit(world, world.old)[-2:] == ["retire", "reactivate"]
 
 
-async def test_failed_load_rolls_plan_back_and_audits_both_once(svc, world):
+async def test_failed_load_rolls_plan_back_and_audits_both_once(svc, world, recorder):
     await svc.start("ops", world.new)
-    play(svc, str(world.new), "loading", "aborted", reason="load of m@cpu0#1 failed")
+    play(recorder, str(world.new), "loading", "aborted", reason="load of m@cpu0#1 failed")
     assert statuses(world) == ("active", "rolled_back")
     # the abort's own rollback completing later changes nothing and audits nothing more
-    play(svc, f"{world.new}:rollback", "loading", "completed")
+    play(recorder, f"{world.new}:rollback", "loading", "completed")
     assert statuses(world) == ("active", "rolled_back")
     assert plan_audit(world, world.new) == ["roll_back"]
     assert plan_audit(world, world.old) == ["reactivate"]
@@ -128,18 +134,18 @@ async def test_failed_load_rolls_plan_back_and_audits_both_once(svc, world):
         ("rollback", "loading"), ("rollback", "completed")]  # fmt: skip
 
 
-async def test_superseded_rollout_keeps_its_status(svc, world):
+async def test_superseded_rollout_keeps_its_status(svc, world, recorder):
     await svc.start("ops", world.new)
-    play(svc, str(world.new), "loading", "aborted", reason="superseded by plan 9")
+    play(recorder, str(world.new), "loading", "aborted", reason="superseded by plan 9")
     assert statuses(world) == ("active", "draft")
 
 
-async def test_previous_plan_that_was_rolled_back_is_not_revived(svc, world):
+async def test_previous_plan_that_was_rolled_back_is_not_revived(svc, world, recorder):
     await svc.start("ops", world.new)
     with session_scope(world.factory) as s:
         repo.PlacementPlanRepository(s).update(world.old, status="rolled_back")
-    play(svc, str(world.new), "loading", "draining", "completed")
-    play(svc, f"{world.new}:rollback", "loading", "completed")
+    play(recorder, str(world.new), "loading", "draining", "completed")
+    play(recorder, f"{world.new}:rollback", "loading", "completed")
     assert statuses(world) == ("rolled_back", "rolled_back")
 
 
@@ -214,9 +220,9 @@ def test_progress_of_unknown_plan_is_not_found(svc):
         svc.progress(4242)
 
 
-def test_hook_survives_bookkeeping_failures(svc, world):
-    play(svc, "12345", "loading", "completed")  # unknown plan: activate raises, logged
-    play(svc, "initial", "completed")
+def test_hook_survives_bookkeeping_failures(svc, world, recorder):
+    play(recorder, "12345", "loading", "completed")  # unknown plan: activate raises, logged
+    play(recorder, "initial", "completed")
     assert statuses(world) == ("active", "draft")
-    play(svc, str(world.new), "loading", "completed")  # later transitions still recorded
+    play(recorder, str(world.new), "loading", "completed")  # later transitions still recorded
     assert statuses(world) == ("retired", "active")

@@ -4,46 +4,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 
-from control.api.auth import Principal, require_admin
+from control.api.auth import require_admin
 from control.api.crud import IntId
+from control.api.deps import AdminDep, GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES, ApiError, Problem
 from control.api.live_feed import feed_change
-from control.api.pagination import PageParams, page_of, page_params
+from control.api.pagination import page_of
 from control.api.schemas import placement as p
 from control.api.schemas import records as r
 from control.api.schemas import tenancy as t
 from control.api.schemas.common import Page
-from control.api.state import Gateway, gateway
+from control.api.state import Gateway
 
 router = APIRouter(
     dependencies=[Depends(require_admin)],
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422)},
 )
-Admin = Annotated[Principal, Depends(require_admin)]
 
 
 @router.post("/admin/placement-plans/{item_id}/activate", tags=["placement_plan"])
-def activate_plan(request: Request, item_id: IntId, who: Admin) -> p.PlanOut:
+def activate_plan(gw: GatewayDep, item_id: IntId, who: AdminDep) -> p.PlanOut:
     """Make the plan the one active plan; the previously active one is retired (one
     transaction, one audit record per plan changed)."""
-    record = gateway(request).services.plans.activate(who.actor, item_id)
+    record = gw.services.plans.activate(who.actor, item_id)
     return p.PlanOut.model_validate(record)
 
 
 @router.post("/admin/tenants/{item_id}/keys", status_code=201, tags=["api_key"])
-def issue_key(request: Request, item_id: IntId, body: t.ApiKeyCreate, who: Admin) -> t.ApiKeyIssued:
+def issue_key(
+    gw: GatewayDep, item_id: IntId, body: t.ApiKeyCreate, who: AdminDep
+) -> t.ApiKeyIssued:
     """Issue an API key for the tenant. The plaintext ``key`` is in this response only."""
-    issued = gateway(request).services.api_keys.create_key(who.actor, item_id, body.label)
+    issued = gw.services.api_keys.create_key(who.actor, item_id, body.label)
     out = t.ApiKeyOut.model_validate(issued.record).model_dump()
     return t.ApiKeyIssued(**out, key=issued.plaintext)
 
 
 @router.post("/admin/keys/{item_id}/revoke", tags=["api_key"])
-def revoke_key(request: Request, item_id: IntId, who: Admin) -> t.ApiKeyOut:
+def revoke_key(gw: GatewayDep, item_id: IntId, who: AdminDep) -> t.ApiKeyOut:
     """Revoke a key; it stops working at once on this gateway."""
-    gw = gateway(request)
     record = gw.services.api_keys.revoke_key(who.actor, item_id)
     gw.key_cache.clear()
     return t.ApiKeyOut.model_validate(record)
@@ -73,18 +74,17 @@ def _require_valid(gw: Gateway, spec: dict[str, Any]) -> None:
 
 
 @router.post("/admin/workflows/validate", tags=["workflow"])
-def validate_workflow(request: Request, body: p.SpecCheck) -> p.SpecReport:
+def validate_workflow(gw: GatewayDep, body: p.SpecCheck) -> p.SpecReport:
     """Check a spec against the current model catalogue without saving it."""
-    return spec_report(gateway(request), body.spec)
+    return spec_report(gw, body.spec)
 
 
 @router.post("/admin/workflows", status_code=201, tags=["workflow"])
 def create_workflow(
-    request: Request, response: Response, body: p.WorkflowCreate, who: Admin
+    gw: GatewayDep, response: Response, body: p.WorkflowCreate, who: AdminDep
 ) -> p.WorkflowOut:
     """Store a workflow version; a spec with problems is a 422 listing each one by node. An
     active one is served at once (``X-Legato-Live-Config`` says how the live core took it)."""
-    gw = gateway(request)
     _require_valid(gw, body.spec)
     record = gw.services.workflows.create(who.actor, **body.model_dump(exclude_unset=True))
     feed_change(gw, "workflow", record, response)
@@ -93,11 +93,10 @@ def create_workflow(
 
 @router.patch("/admin/workflows/{item_id}", tags=["workflow"])
 def update_workflow(
-    request: Request, response: Response, item_id: IntId, body: p.WorkflowUpdate, who: Admin
+    gw: GatewayDep, response: Response, item_id: IntId, body: p.WorkflowUpdate, who: AdminDep
 ) -> p.WorkflowOut:
     """Change a workflow's spec or status; a new spec is validated like on create. The live
     core serves the new version at once (or stops serving a retired or draft one)."""
-    gw = gateway(request)
     if body.spec is not None:
         _require_valid(gw, body.spec)
     changes = body.model_dump(exclude_unset=True)
@@ -108,14 +107,14 @@ def update_workflow(
 
 @router.get("/admin/audit", tags=["audit"])
 def list_audit(
-    request: Request,
+    gw: GatewayDep,
     where: Annotated[r.AuditFilter, Query()],
-    page: PageParams = Depends(page_params),
+    page: PageDep,
     order: Literal["asc", "desc"] = "desc",
 ) -> Page[r.AuditOut]:
     """The audit log, newest first by default, filtered by entity, actor, action and time
     range (``since`` inclusive, ``until`` exclusive), paged in the database."""
-    found = gateway(request).services.audit.page(
+    found = gw.services.audit.page(
         **where.model_dump(exclude_none=True), newest_first=order == "desc",
         offset=page.offset, limit=page.limit,
     )  # fmt: skip

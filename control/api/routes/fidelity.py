@@ -14,14 +14,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import Field
 
 from control.api.auth import require_admin
+from control.api.deps import GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES, ApiError
-from control.api.pagination import PageParams, page_of, page_params
+from control.api.pagination import page_of
 from control.api.schemas.common import Body, Dto, Page
-from control.api.state import gateway
 from control.services.fidelity.runner import FidelityRequest, ValidationRunning
 from control.services.fidelity_reports import NoFidelityReport
 
@@ -49,21 +49,19 @@ class FidelityReportOut(Dto):
 
 
 @router.get("/admin/fidelity/latest")
-def latest_fidelity(request: Request) -> FidelityReportOut:
+def latest_fidelity(gw: GatewayDep) -> FidelityReportOut:
     """The newest fidelity report; 404 (saying how to make one) when none is stored."""
     try:
-        found = gateway(request).services.fidelity_reports.latest()
+        found = gw.services.fidelity_reports.latest()
     except NoFidelityReport as exc:
         raise ApiError(404, "not_found", str(exc)) from exc
     return FidelityReportOut.model_validate(found)
 
 
 @router.get("/admin/fidelity")
-def list_fidelity(
-    request: Request, page: PageParams = Depends(page_params)
-) -> Page[FidelityReportOut]:
+def list_fidelity(gw: GatewayDep, page: PageDep) -> Page[FidelityReportOut]:
     """Fidelity reports, newest first (``limit``/``offset``)."""
-    svc = gateway(request).services.fidelity_reports
+    svc = gw.services.fidelity_reports
     found = svc.newest_first(offset=page.offset, limit=page.limit)
     return page_of(found, page, FidelityReportOut.model_validate)
 
@@ -86,11 +84,11 @@ class FidelityRunOut(Dto):
 
 
 @router.post("/admin/fidelity/runs", status_code=202)
-def start_fidelity(request: Request, body: FidelityRunIn) -> FidelityRunOut:
+def start_fidelity(gw: GatewayDep, body: FidelityRunIn) -> FidelityRunOut:
     """Start a validation of the twin against the live stack (about a minute per repeat, in a
     worker process); its result is stored as a fidelity report. 409 while one runs, 503 when
     this gateway has no runner."""
-    runner = gateway(request).extras.get("fidelity_runner")
+    runner = gw.extras.get("fidelity_runner")
     if runner is None:
         raise ApiError(503, "unavailable", "no fidelity runner is installed on this gateway")
     try:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from control.api.state import gateway
+from control.api.deps import GatewayDep
 
 router = APIRouter(tags=["health"])
 
@@ -28,10 +28,9 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", responses={503: {"model": Readiness, "description": "not ready"}})
-async def readyz(request: Request) -> Readiness:
+async def readyz(gw: GatewayDep) -> Readiness:
     """Ready when the database answers and, when inference is served, the runtime has at
     least one healthy device. 503 with the failing checks otherwise."""
-    gw = gateway(request)
     checks: dict[str, str] = {}
     try:
         await run_in_threadpool(gw.services.audit.count)
@@ -52,9 +51,8 @@ async def readyz(request: Request) -> Readiness:
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
-async def metrics(request: Request) -> Response:
+async def metrics(gw: GatewayDep) -> Response:
     """Prometheus exposition of the gateway's counters and histograms."""
-    gw = gateway(request)
     extra = () if gw.inference is None else (gw.inference.runtime.metrics.registry,)
     body = gw.metrics.render(*extra)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

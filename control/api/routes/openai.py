@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
-from control.api.auth import Principal, require_tenant
+from control.api.auth import Principal
+from control.api.deps import GatewayDep, TenantDep
 from control.api.errors import ERROR_RESPONSES, ApiError
-from control.api.live import single_model_name
 from control.api.running import (
     IdempotencyKey,
     body_hash,
@@ -29,13 +29,13 @@ from control.api.running import (
 from control.api.schemas import inference as s
 from control.api.state import Gateway, gateway
 from control.runtime.mapping import DEFAULT_MAX_TOKENS
+from control.services.single_model import single_model_name
 from control.store.records import ModelRecord, RequestRecord
 
 router = APIRouter(
     tags=["openai"],
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 429, 502, 503, 504)},
 )
-Tenant = Annotated[Principal, Depends(require_tenant)]
 MAX_EMBED_INPUTS = 64
 RUN_HEADER = "X-Legato-Run-Id"
 
@@ -82,10 +82,9 @@ def _created(record: RequestRecord) -> int:
 
 
 @router.get("/v1/models")
-def list_models(request: Request, who: Tenant) -> s.ModelList:
+def list_models(gw: GatewayDep, who: TenantDep) -> s.ModelList:
     """Active models that the one-model routes can run here (with a live runtime: only the
     models it has local weights for)."""
-    gw = gateway(request)
     models = gw.services.models.list(status="active")
     if gw.inference is not None:
         live = set(gw.inference.catalog.models)
@@ -100,7 +99,7 @@ async def embeddings(
     request: Request,
     response: Response,
     body: s.EmbeddingsCreate,
-    who: Tenant,
+    who: TenantDep,
     key: IdempotencyKey = None,
 ) -> s.EmbeddingList:
     """One embedding per input text (each a run; a key covers the whole call). The
@@ -155,7 +154,7 @@ def _finish_reason(record: RequestRecord, max_tokens: int | None) -> str:
 @router.post("/v1/chat/completions",
              responses={200: {"content": {"text/event-stream": {}}, "model": s.ChatCompletion}})  # fmt: skip
 async def chat_completions(
-    request: Request, body: s.ChatCompletionCreate, who: Tenant, key: IdempotencyKey = None
+    request: Request, body: s.ChatCompletionCreate, who: TenantDep, key: IdempotencyKey = None
 ) -> s.ChatCompletion:
     """Chat completion; ``stream: true`` answers with ``chat.completion.chunk`` events."""
     prompt = _chat_prompt(body.messages)
@@ -175,7 +174,7 @@ async def chat_completions(
 @router.post("/v1/completions",
              responses={200: {"content": {"text/event-stream": {}}, "model": s.Completion}})  # fmt: skip
 async def completions(
-    request: Request, body: s.CompletionCreate, who: Tenant, key: IdempotencyKey = None
+    request: Request, body: s.CompletionCreate, who: TenantDep, key: IdempotencyKey = None
 ) -> s.Completion:
     """Text completion of ``prompt``; ``stream: true`` answers with SSE chunks."""
     gw, _, run_id, name = await _generate(request, who, body, body.prompt, "/v1/completions", key)
@@ -227,7 +226,7 @@ async def _chunks(
 
 @router.post("/v1/rerank")
 async def rerank(
-    request: Request, body: s.RerankCreate, who: Tenant, key: IdempotencyKey = None
+    request: Request, body: s.RerankCreate, who: TenantDep, key: IdempotencyKey = None
 ) -> s.RerankResponse:
     """Order ``documents`` by relevance to ``query``; the best ``top_n`` (all by default)."""
     gw = gateway(request)

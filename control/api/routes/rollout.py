@@ -15,16 +15,17 @@ makes it ``rolled_back`` and the plan active before it ``active`` again; all aud
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from control.api.auth import Principal, require_admin
+from control.api.auth import require_admin
 from control.api.crud import IntId
+from control.api.deps import AdminDep, GatewayDep
 from control.api.errors import ERROR_RESPONSES
-from control.api.state import Gateway, gateway
-from control.services.inference import ServiceUnavailable
+from control.api.state import Gateway
+from control.services.inference_calls import ServiceUnavailable
 from control.services.rollout import RolloutService
 
 router = APIRouter(
@@ -32,7 +33,6 @@ router = APIRouter(
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 503)},
     tags=["placement_plan"],
 )
-Admin = Annotated[Principal, Depends(require_admin)]
 
 
 class RolloutPlacement(BaseModel):
@@ -87,32 +87,27 @@ class RolloutProgressOut(BaseModel):
 
 
 def rollouts(gw: Gateway, need_runtime: bool = True) -> RolloutService:
-    """The gateway's rollout service, built once per inference service (503 without a runtime
-    unless ``need_runtime`` is False: then a service that only reads progress)."""
-    if gw.inference is None or getattr(gw.inference, "runtime", None) is None:
-        if need_runtime:
-            raise ServiceUnavailable("no live runtime: rollouts need a running gateway runtime")
-        plans = gw.services.plans
-        return RolloutService(gw.services.factory, plans, None)  # reads only: no cache needed
-    svc = gw.extras.get("rollouts")
-    if svc is None or svc[0] is not gw.inference:
-        svc = (gw.inference, RolloutService(gw.inference.factory, gw.services.plans, gw.inference))
-        gw.extras["rollouts"] = svc
-    return svc[1]
+    """A rollout service over the gateway's live runtime (503 without one unless
+    ``need_runtime`` is False: then a service that only reads progress). It holds no state of
+    its own: the transitions are recorded by the runtime's ``on_rollout`` callback."""
+    runtime = None if gw.inference is None else getattr(gw.inference, "runtime", None)
+    if runtime is None and need_runtime:
+        raise ServiceUnavailable("no live runtime: rollouts need a running gateway runtime")
+    return RolloutService(gw.services.factory, gw.services.plans, runtime)
 
 
 @router.post("/admin/placement-plans/{item_id}/rollout", status_code=202)
-async def rollout_plan(request: Request, item_id: IntId, who: Admin) -> RolloutStarted:
+async def rollout_plan(gw: GatewayDep, item_id: IntId, who: AdminDep) -> RolloutStarted:
     """Roll the plan out on the live fleet (real devices only); the plan becomes active when
     the rollout completes, ``rolled_back`` when a failed load makes the core restore."""
-    event = await rollouts(gateway(request)).start(who.actor, item_id)
+    event = await rollouts(gw).start(who.actor, item_id)
     placements = [RolloutPlacement(model=k, device_ids=list(d), replicas=n, pool=p)
                   for k, d, n, p in event.placements]  # fmt: skip
     return RolloutStarted(plan_id=event.plan_id, placements=placements)
 
 
 @router.get("/admin/placement-plans/{item_id}/rollout")
-async def rollout_progress(request: Request, item_id: IntId) -> RolloutProgressOut:
+async def rollout_progress(gw: GatewayDep, item_id: IntId) -> RolloutProgressOut:
     """Progress of the plan's rollout (or of its rollback), for the console to poll.
 
     JSON: ``{"plan_id": 12, "plan_status": "active", "previous_plan_id": 11,
@@ -123,22 +118,22 @@ async def rollout_progress(request: Request, item_id: IntId) -> RolloutProgressO
     "phase": "rollout", "from": "", "to": "loading", "reason": "..."}]}``.
     ``phase``/``state`` are null for a plan never rolled out; ``live`` false means the figures
     come from the audit log only (e.g. no runtime, or another plan's rollout runs now)."""
-    view = rollouts(gateway(request), need_runtime=False).progress(item_id)
+    view = rollouts(gw, need_runtime=False).progress(item_id)
     out: dict[str, Any] = {**view.__dict__}
     out["transitions"] = [RolloutTransitionOut(**t) for t in view.transitions]
     return RolloutProgressOut(**out)
 
 
 @router.post("/admin/placement-plans/{item_id}/rollback", status_code=202)
-async def rollback_one(request: Request, item_id: IntId, who: Admin) -> RollbackStarted:
+async def rollback_one(gw: GatewayDep, item_id: IntId, who: AdminDep) -> RollbackStarted:
     """Roll back this plan: the placement before its rollout is restored the same safe way;
     when that completes the plan is ``rolled_back`` and the previous plan ``active`` again."""
-    await rollouts(gateway(request)).rollback(who.actor, item_id)
+    await rollouts(gw).rollback(who.actor, item_id)
     return RollbackStarted(plan_id=str(item_id))
 
 
 @router.post("/admin/placement-plans/rollback", status_code=202)
-async def rollback_plan(request: Request, who: Admin) -> RollbackStarted:
+async def rollback_plan(gw: GatewayDep, who: AdminDep) -> RollbackStarted:
     """Go back to the placement held before the last completed rollout."""
-    await rollouts(gateway(request)).rollback(who.actor)
+    await rollouts(gw).rollback(who.actor)
     return RollbackStarted()

@@ -7,13 +7,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from control.api.auth import Principal, any_principal, require_tenant
+from control.api.deps import AnyoneDep, GatewayDep, PageDep, TenantDep
 from control.api.errors import ERROR_RESPONSES
-from control.api.pagination import PageParams, page_of, page_params
+from control.api.pagination import page_of
 from control.api.running import (
     IdempotencyKey,
     body_hash,
@@ -33,8 +33,6 @@ router = APIRouter(
     tags=["runs"],
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 429, 502, 503, 504)},
 )
-Tenant = Annotated[Principal, Depends(require_tenant)]
-Anyone = Annotated[Principal, Depends(any_principal)]
 Name = Annotated[str, Path(min_length=1, max_length=200)]
 Version = Annotated[str, Path(min_length=1, max_length=64)]
 RunId = Annotated[str, Path(min_length=1, max_length=64)]
@@ -46,7 +44,7 @@ RunId = Annotated[str, Path(min_length=1, max_length=64)]
                200: {"content": {"text/event-stream": {}}, "model": RunOut}},
 )  # fmt: skip
 async def create_run(
-    request: Request, name: Name, version: Version, body: RunCreate, who: Tenant,
+    request: Request, name: Name, version: Version, body: RunCreate, who: TenantDep,
     key: IdempotencyKey = None,
 ) -> RunOut:  # fmt: skip
     """Run the workflow on the tenant's inputs. sync: the finished run (504 after
@@ -71,16 +69,16 @@ async def create_run(
 
 @router.get("/v1/runs")
 def list_runs(
-    request: Request,
-    who: Anyone,
+    gw: GatewayDep,
+    who: AnyoneDep,
+    page: PageDep,
     status: RequestStatus | None = None,
-    page: PageParams = Depends(page_params),
 ) -> Page[RunOut]:
     """The caller's runs, newest first (the admin token sees every tenant's)."""
     where = {} if status is None else {"status": status}
     if not who.is_admin:
         where["tenant_id"] = who.tenant_id
-    found = gateway(request).services.requests.page(
+    found = gw.services.requests.page(
         offset=page.offset, limit=page.limit, newest_first=True, **where
     )
     return page_of(found, page, run_out)
@@ -88,13 +86,12 @@ def list_runs(
 
 @router.get("/v1/runs/{run_id}")
 async def get_run(
-    request: Request,
+    gw: GatewayDep,
     run_id: RunId,
-    who: Anyone,
+    who: AnyoneDep,
     wait: Annotated[float, Query(ge=0, le=600, description="long-poll: seconds to wait")] = 0,
 ) -> RunOut:
     """A run; with ``wait`` the answer comes when it ends or after ``wait`` seconds."""
-    gw = gateway(request)
     record = await run_in_threadpool(gw.services.requests.get, run_id)
     own_run(who, record)
     if wait > 0 and record.status in ("queued", "running") and gw.inference is not None:
@@ -107,10 +104,9 @@ async def get_run(
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}},
 )
-async def run_events(request: Request, run_id: RunId, who: Anyone) -> StreamingResponse:
+async def run_events(gw: GatewayDep, run_id: RunId, who: AnyoneDep) -> StreamingResponse:
     """Server-sent events of a run: ``token`` events while it generates, then one ``result``
     event with the run (at once when it has already ended)."""
-    gw = gateway(request)
     own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
     return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")
 

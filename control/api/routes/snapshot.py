@@ -5,15 +5,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 
-from control.api.auth import Principal, require_admin
+from control.api.deps import AdminDep, InferenceDep
 from control.api.errors import ERROR_RESPONSES
-from control.api.running import inference_of
 from control.api.schemas.snapshot import LiveSnapshot, RecentRun, TenantLive
-from control.api.state import gateway
 from control.store.records import RequestRecord
 
 #: Finished runs listed in the snapshot.
@@ -56,14 +54,11 @@ def _tenants(snap: Any) -> list[TenantLive]:
 
 
 @router.get("/admin/snapshot")
-async def live_snapshot(
-    request: Request, who: Annotated[Principal, Depends(require_admin)]
-) -> LiveSnapshot:
+async def live_snapshot(who: AdminDep, inference: InferenceDep) -> LiveSnapshot:
     """The core's current state: runs, per-replica queues and per-model pending (unbound)
     steps with the reason each step waits, devices, replicas, batches in flight, counters, tenancy; plus per-tenant figures.
 
     An ``async`` route on purpose: it runs on the event loop, the thread that owns the core."""
-    inference = inference_of(gateway(request))
     snap = inference.snapshot()
     return LiveSnapshot(
         now=snap.now,

@@ -9,22 +9,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from control.api.auth import Principal, require_admin
+from control.api.auth import Principal
+from control.api.deps import AdminDep, GatewayDep
 from control.api.errors import ERROR_RESPONSES, ApiError
 from control.api.running import body_hash, raise_for_outcome, run_out, settled, start_run
 from control.api.schemas.inference import RunOut, WorkflowTrialCreate
-from control.api.state import gateway
 from control.clock import utcnow
 
 router = APIRouter(
     tags=["workflow"],
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 422, 429, 502, 503, 504)},
 )
-Admin = Annotated[Principal, Depends(require_admin)]
 Name = Annotated[str, Path(min_length=1, max_length=200)]
 Version = Annotated[str, Path(min_length=1, max_length=64)]
 
@@ -34,11 +33,10 @@ Version = Annotated[str, Path(min_length=1, max_length=64)]
     responses={202: {"model": RunOut, "description": "async: accepted, poll the run id"}},
 )
 async def start_trial(
-    request: Request, name: Name, version: Version, body: WorkflowTrialCreate, who: Admin
+    gw: GatewayDep, name: Name, version: Version, body: WorkflowTrialCreate, who: AdminDep
 ) -> RunOut:
     """Run the workflow as tenant ``tenant_id`` (audited as ``test_run``, billed to that
     tenant). sync: the finished run with each node's output and time; async: 202."""
-    gw = gateway(request)
     tenant = await run_in_threadpool(gw.services.tenants.get, body.tenant_id)
     if tenant.status != "active":
         raise ApiError(422, "invalid_value", f"tenant {tenant.name} is {tenant.status}",

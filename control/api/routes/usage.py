@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
-from control.api.auth import Principal, any_principal
+from control.api.deps import AnyoneDep, GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES, ApiError
-from control.api.pagination import PageParams, page_params
+from control.api.pagination import PageParams
 from control.api.schemas.common import MAX_INT
 from control.api.schemas.records import UsageOut, UsageReport, UsageTotals
-from control.api.state import gateway
+from control.api.state import Gateway
 from control.services.errors import NotFound
 from control.store.records import UsageLine
 
@@ -28,14 +28,14 @@ def _line(line: UsageLine) -> UsageOut:
 
 
 def _report(
-    request: Request,
+    gw: Gateway,
     tenant_id: int | None,
     request_id: str | None,
     window: tuple[datetime | None, datetime | None],
     page: PageParams,
 ) -> UsageReport:
     """One page of the ledger in scope, with sums over the whole scope (database-side)."""
-    services = gateway(request).services
+    services = gw.services
     if request_id is not None:
         owner = services.requests.get(request_id).tenant_id  # NotFound: 404
         if tenant_id is not None and owner != tenant_id:
@@ -61,13 +61,13 @@ Until = Annotated[datetime | None, Query(description="entries recorded before")]
 
 @router.get("/v1/usage")
 async def my_usage(
-    request: Request,
-    who: Annotated[Principal, Depends(any_principal)],
+    gw: GatewayDep,
+    who: AnyoneDep,
+    page: PageDep,
     tenant_id: TenantQuery = None,
     request_id: RequestQuery = None,
     since: Since = None,
     until: Until = None,
-    page: PageParams = Depends(page_params),
 ) -> UsageReport:
     """Ledger entries and integer totals. A tenant key sees only its own tenant's usage (and
     gets 403 for another ``tenant_id``); the admin token sees all or one ``tenant_id``."""
@@ -75,21 +75,21 @@ async def my_usage(
         if tenant_id is not None and tenant_id != who.tenant_id:
             raise ApiError(403, "forbidden", "a tenant key reads only its own tenant's usage")
         tenant_id = who.tenant_id
-    return await run_in_threadpool(_report, request, tenant_id, request_id, (since, until), page)
+    return await run_in_threadpool(_report, gw, tenant_id, request_id, (since, until), page)
 
 
 @router.get("/admin/usage")
 async def admin_usage(
-    request: Request,
-    who: Annotated[Principal, Depends(any_principal)],
+    gw: GatewayDep,
+    who: AnyoneDep,
+    page: PageDep,
     tenant_id: TenantQuery = None,
     request_id: RequestQuery = None,
     since: Since = None,
     until: Until = None,
-    page: PageParams = Depends(page_params),
 ) -> UsageReport:
     """Every tenant's ledger (admin only), optionally for one tenant, request or period; each
     entry names its tenant (id and name)."""
     if not who.is_admin:
         raise ApiError(403, "forbidden", "this route needs the admin credential")
-    return await run_in_threadpool(_report, request, tenant_id, request_id, (since, until), page)
+    return await run_in_threadpool(_report, gw, tenant_id, request_id, (since, until), page)

@@ -14,22 +14,21 @@ Without an engine, submitting is a 503 that says so and the run stays ``pending`
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
 from control.api.auth import Principal, require_admin
 from control.api.crud import IntId
+from control.api.deps import AdminDep, GatewayDep
 from control.api.errors import ERROR_RESPONSES, ApiError
+from control.api.ports import ScenarioPreparer
 from control.api.schemas.records import WhatIfCreate, WhatIfOut
-from control.api.state import Gateway, gateway
+from control.api.state import Gateway
 
 router = APIRouter(
     tags=["whatif_run"],
     dependencies=[Depends(require_admin)],
     responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 503)},
 )
-Admin = Annotated[Principal, Depends(require_admin)]
 
 
 def _submit(gw: Gateway, who: Principal, run_id: int) -> WhatIfOut:
@@ -43,15 +42,13 @@ def _submit(gw: Gateway, who: Principal, run_id: int) -> WhatIfOut:
 
 
 @router.post("/admin/whatif", status_code=201)
-def create_whatif(request: Request, body: WhatIfCreate, who: Admin) -> WhatIfOut:
+def create_whatif(gw: GatewayDep, body: WhatIfCreate, who: AdminDep) -> WhatIfOut:
     """Store a pending what-if run for ``scenario``; ``submit: true`` starts it too."""
-    gw = gateway(request)
     if body.submit and gw.whatif_engine is None:  # refuse before writing anything
         raise ApiError(503, "unavailable", "no what-if engine is installed on this gateway")
     scenario = body.scenario
-    prepare = getattr(gw.whatif_engine, "prepare", None)
-    if prepare is not None:
-        scenario = prepare(scenario)
+    if isinstance(gw.whatif_engine, ScenarioPreparer):
+        scenario = gw.whatif_engine.prepare(scenario)
     record = gw.services.whatif.create(who.actor, scenario=scenario)
     if body.submit:
         return _submit(gw, who, record.id)
@@ -59,6 +56,6 @@ def create_whatif(request: Request, body: WhatIfCreate, who: Admin) -> WhatIfOut
 
 
 @router.post("/admin/whatif/{item_id}/submit")
-def submit_whatif(request: Request, item_id: IntId, who: Admin) -> WhatIfOut:
+def submit_whatif(gw: GatewayDep, item_id: IntId, who: AdminDep) -> WhatIfOut:
     """Start a pending run on the twin; follow it with GET /admin/whatif/{id}."""
-    return _submit(gateway(request), who, item_id)
+    return _submit(gw, who, item_id)

@@ -16,6 +16,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from fastapi.security import HTTPAuthorizationCredentials
 
 from control.api.auth import Principal, authenticate
+from control.api.deps import GatewayDep
 from control.api.errors import ApiError, domain_body
 from control.api.running import body_hash, run_out, start_run
 from control.api.state import Gateway
@@ -63,9 +64,8 @@ async def _one_run(ws: WebSocket, gw: Gateway, who: Principal, msg: dict[str, An
 
 
 @router.websocket("/v1/runs/ws")
-async def runs_socket(ws: WebSocket) -> None:
+async def runs_socket(ws: WebSocket, gw: GatewayDep) -> None:
     await ws.accept()
-    gw: Gateway = ws.app.state.gateway
     who = await _authenticate(ws)
     if who is None:
         await ws.close(code=POLICY_VIOLATION, reason="invalid credentials")

@@ -1,0 +1,30 @@
+"""The executor on this machine's devices, from settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from control.config import Settings
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.host.devices import discover_devices
+from control.executor.protocol import DeviceInfo
+
+
+def local_devices(settings: Settings) -> list[DeviceInfo]:
+    """The devices found here: ``cpu_worker_slots`` CPU workers and every CUDA device."""
+    return discover_devices(settings.cpu_worker_slots, None, True)
+
+
+def local_executor(
+    settings: Settings, devices: Sequence[DeviceInfo] | None = None
+) -> LocalExecutor:
+    """A ``LocalExecutor`` (not started) over ``devices`` (default :func:`local_devices`),
+    model weights cached under ``<var_dir>/models``, each worker with ``torch_threads``
+    threads. Its events are read on the driver's loop, so it does not poll a queue."""
+    found = list(devices) if devices is not None else local_devices(settings)
+    config = ExecutorConfig(
+        cache_dir=str(settings.var_dir / "models"),
+        torch_threads=settings.torch_threads,
+        poll_queue=False,
+    )
+    return LocalExecutor(config, found)

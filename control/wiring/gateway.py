@@ -1,0 +1,96 @@
+"""The gateway: the FastAPI app over the services and, when there is one, the live path.
+
+:func:`build_gateway` is what ``legato api`` serves (the settings read once, here);
+:func:`gateway_app` is its recipe over parts the caller already has (tests and benchmarks use
+it with their own database and executor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from control.api.app import Lifespan, create_app
+from control.api.metrics import GatewayMetrics
+from control.api.ports import WhatIfEngine
+from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
+from control.api.twin import TwinEngine
+from control.config import get_settings
+from control.executor.protocol import Executor
+from control.services import Services
+from control.services.fidelity.runner import FidelityRunner
+from control.services.inference import InferenceService
+from control.wiring.executor import local_executor
+from control.wiring.live import LiveOptions, LiveParts, build_live
+from control.wiring.services import checked_services, session_factory
+
+
+def live_lifespan(inference: InferenceService) -> Lifespan:
+    """A lifespan that starts ``inference`` (and so its runtime) with the app and stops it
+    when the app stops."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await inference.start()
+        try:
+            yield
+        finally:
+            await inference.stop()
+
+    return lifespan
+
+
+def gateway_app(
+    services: Services,
+    config: GatewayConfig,
+    executor: Executor | None = None,
+    options: LiveOptions = LiveOptions(),
+    *,
+    spec_validator: Callable[[Mapping[str, Any]], list[str]] | None = None,
+    whatif_engine: WhatIfEngine | None = None,
+    extras: Mapping[str, Any] | None = None,
+    start_with_app: bool = True,
+) -> FastAPI:
+    """The app over ``services``; with an ``executor``, over the live path of
+    :func:`~control.wiring.live.build_live` too (the inference service is then
+    ``app.state.gateway.inference``). The gateway's metrics are built first and handed to the
+    inference service as its ``on_settled``. ``start_with_app``: the app's lifespan starts and
+    stops the live path (False: the caller does, e.g. a test over an ASGI transport)."""
+    metrics = GatewayMetrics()
+    live: LiveParts | None = None
+    if executor is not None:
+        live = build_live(services.factory, services, executor, options,
+                          on_settled=metrics.on_settled)  # fmt: skip
+    lifespan = live_lifespan(live.inference) if live is not None and start_with_app else None
+    return create_app(
+        services,
+        config,
+        metrics=metrics,
+        spec_validator=spec_validator,
+        inference=None if live is None else live.inference,
+        live_config=None if live is None else live.live_config,
+        whatif_engine=whatif_engine,
+        extras=extras,
+        lifespan=lifespan,
+    )
+
+
+def build_gateway(with_runtime: bool = True) -> FastAPI:
+    """The app as ``legato api`` serves it: the settings' database (migrated beforehand),
+    services with the core's spec check and the server's key pepper, the live path over the
+    local executor (``with_runtime``; without it the inference routes answer 503), the twin's
+    what-if engine and the fidelity runner."""
+    settings, gateway = get_settings(), GatewaySettings()
+    url = settings.resolved_database_url()
+    factory = session_factory(url)
+    services, validator = checked_services(factory, gateway.key_pepper.get_secret_value().encode())
+    executor = local_executor(settings) if with_runtime else None
+    # Validations run in their own process with their own executor worker, so the runner is
+    # installed whether or not this gateway runs the live runtime.
+    extras = {"fidelity_runner": FidelityRunner(url)}
+    return gateway_app(services, gateway_config(settings, gateway), executor,
+                       spec_validator=validator, whatif_engine=TwinEngine(factory, url),
+                       extras=extras)  # fmt: skip

@@ -1,0 +1,68 @@
+"""``legato serve``'s live driver: a ``LiveRuntime`` over this machine's devices alone.
+
+Unlike the gateway's path (:mod:`control.wiring.live`) it keeps only the database devices the
+local executor found, places each planned replica as the plan says (one of each local model,
+round-robin, when no plan is active) and loads the vector indexes its workflows name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from control.config import Settings
+from control.core.assembly import CoreBlueprint
+from control.executor.protocol import ModelRef
+from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
+from control.runtime.state import IndexSpec
+from control.runtime.types import UsageRecord
+from control.runtime.wiring import one_of_each
+from control.services.demo_fleet import DEMO_DOCUMENTS
+from control.services.fleet_state import FleetState, load_fleet_state
+from control.wiring.executor import local_devices, local_executor
+from control.wiring.services import session_factory
+from db.session import session_scope
+
+#: Documents of the indexes the demo workflows search (``params.index``).
+INDEX_DOCUMENTS = {"demo-docs": DEMO_DOCUMENTS}
+#: The embedding model every index replica embeds its documents and queries with.
+INDEX_EMBED = ModelRef("index-embed", "embed", "minilm")
+
+
+def build_serve_runtime(
+    settings: Settings, usage_sink: Callable[[UsageRecord], None] | None = None
+) -> LiveRuntime:
+    """A ``LiveRuntime`` (not started) over the database's fleet (no declared devices or
+    models) and the local executor; ``usage_sink`` is told each step that ran."""
+    factory = session_factory(settings.resolved_database_url())
+    with session_scope(factory) as session:
+        fleet = load_fleet_state(session, include_declared=False)
+    found = local_devices(settings)
+    executor = local_executor(settings, found)
+    local = {d.device_id for d in found}
+    devices = tuple(d for d in fleet.devices if d.device_id in local)
+    known = {m.key for m in fleet.models}
+    # Workflows that need a declared-only model cannot run here (the twin still has them).
+    workflows = tuple(
+        w for w in fleet.workflows if all(n.model in known for n in w.nodes if n.model)
+    )
+    blueprint = CoreBlueprint(devices, fleet.models, workflows, fleet.tenancy, fleet.cost)
+    names = {
+        str(n.params.get("index")) for w in workflows for n in w.nodes if n.tool == "vector_search"
+    }
+    indexes = tuple(
+        IndexSpec(n, INDEX_DOCUMENTS[n], INDEX_EMBED) for n in sorted(names) if n in INDEX_DOCUMENTS
+    )
+    placement = _placement(fleet, [d.device_id for d in devices])
+    return LiveRuntime(blueprint, fleet.latency_model(), executor, fleet.model_refs, placement,
+                       RuntimeConfig(indexes=indexes), usage_sink)  # fmt: skip
+
+
+def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
+    """Every planned replica whose first device is here; else one of each local model."""
+    planned = [
+        InitialReplica(p.model_key, p.device_ids[0], p.pool)
+        for p in fleet.placement
+        for _ in range(p.replicas)
+        if p.model_key in fleet.model_refs and p.device_ids[0] in device_ids
+    ]
+    return tuple(planned) or one_of_each(sorted(fleet.model_refs), device_ids)
