@@ -77,8 +77,8 @@ from control.core.types import ModelSpec, Request  # noqa: E402
 from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
 from control.executor.protocol import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
+from control.runtime.local_fleet import device_specs  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
-from control.runtime.wiring import device_specs  # noqa: E402
 from control.wiring.live import serving_core_config  # noqa: E402
 
 CACHE = Path("var/models")

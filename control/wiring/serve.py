@@ -13,9 +13,9 @@ from control.config import Settings
 from control.core.assembly import CoreBlueprint
 from control.executor.protocol import ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
+from control.runtime.local_fleet import one_of_each
 from control.runtime.state import IndexSpec
 from control.runtime.types import UsageRecord
-from control.runtime.wiring import one_of_each
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.wiring.executor import local_devices, local_executor

@@ -19,9 +19,9 @@ from control.executor import sources
 from control.executor.host import ExecutorConfig, LocalExecutor
 from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
+from control.runtime.local_fleet import device_specs
 from control.runtime.state import IndexSpec
 from control.runtime.types import RunRequest
-from control.runtime.wiring import device_specs
 
 torch.set_num_threads(1)
 

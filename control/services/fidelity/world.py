@@ -59,7 +59,7 @@ def fidelity_scenario(
 ) -> Scenario:
     """The twin's scenario: one CPU slot, one embedding replica, the Azure code slice at
     ``rate_factor`` (else the config's, else 1.0)."""
-    from control.runtime.wiring import device_specs
+    from control.runtime.local_fleet import device_specs
 
     workflow = {
         "workflow": WORKFLOW, "inputs": {"text": "text"}, "outputs": {"vector": "embed.embedding"},

@@ -1,8 +1,9 @@
-"""Small helpers to assemble a ``LiveRuntime`` from what the executor reports.
+"""The local devices in core terms, and a default placement, for a ``LiveRuntime``.
 
-The database path (``legato serve``) builds the blueprint from ``load_fleet_state`` in
-``control/commands/serve.py``; tests and benchmarks use these helpers to describe the local
-devices in core terms and to place one replica of each model when no plan exists.
+The product builds its runtime from the database in ``control/wiring/`` (``load_fleet_state``
+gives the blueprint); these helpers serve the paths without a stored fleet (``legato serve``'s
+local devices, the fidelity runs, tests and benchmarks): describe what the executor reports in
+core terms, and place one replica of each model when no plan exists.
 """
 
 from __future__ import annotations
