@@ -51,17 +51,11 @@ from control.services.inference_settle import (
     until_ended,
 )
 from control.services.live_catalog import LiveCatalog
-from control.services.run_records import (
-    AcceptRequest,
-    BillStep,
-    Submission,
-    apply_run_records,
-)
-from control.services.run_records_sqlite import SqliteRunRecords
+from control.services.run_records import AcceptRequest, BillStep, Submission
 from control.services.run_results import RunTrace, StepTiming, device_ms
-from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import lifecycle
 from control.store import records as rec
+from control.store.runlog import GroupCommitWriter, WriterConfig
 from db.session import session_scope
 
 log = logging.getLogger(__name__)
@@ -106,8 +100,7 @@ class InferenceService(SettleMixin):
         self.on_settled = on_settled
         self.recover_on_start = recover_on_start
         self.catalog = LiveCatalog.of(runtime.blueprint)
-        self.writer = GroupCommitWriter(factory, apply_run_records, writer,
-                                        raw=SqliteRunRecords.for_dialect)  # fmt: skip
+        self.writer = GroupCommitWriter(factory, writer)
         self.started = False
         self.recovered: list[str] = []
         self._live: dict[str, LiveRun] = {}
