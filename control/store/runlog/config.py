@@ -14,7 +14,7 @@ on and off (``--without NAME``; the JSON says which were on):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: Names of the fast paths, as ``bench/gateway.py --without`` takes them.
 FAST_PATHS = ("raw_sqlite", "inline_commits", "commit_at_turn_end")
@@ -63,8 +63,6 @@ class WriterConfig:
     def without(self, *names: str) -> WriterConfig:
         """This configuration with the fast paths ``names`` switched off. Raises ValueError
         naming an unknown one."""
-        from dataclasses import replace
-
         unknown = sorted(set(names) - set(FAST_PATHS))
         if unknown:
             raise ValueError(f"unknown fast path(s) {unknown}: expected some of {FAST_PATHS}")
