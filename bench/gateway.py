@@ -30,7 +30,13 @@ separate process, so their own HTTP work is not charged to the gateway. Prints J
 The clients speak raw keep-alive HTTP/1.1 (one connection each): httpx cost about 13 ms of CPU
 per call at 64 connections here, so the old figures mostly measured the load generator.
 
-Run: ``python bench/gateway.py [--seconds 10] [--clients 64]``. Never run as a timed test.
+* ``fast_paths``: which speed tricks were on. ``--without NAME`` (repeatable) switches one
+  off to measure what it buys: the run log's (``raw_sqlite``, ``inline_commits``,
+  ``commit_at_turn_end``, see :mod:`control.store.runlog.config`) and the gateway's
+  ``hot_routes`` (``LEGATO_HOT_ROUTES``).
+
+Run: ``python bench/gateway.py [--seconds 10] [--clients 64] [--without NAME ...]``. Never run
+as a timed test.
 """
 
 from __future__ import annotations
@@ -62,12 +68,15 @@ from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
 from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
 from control.services import build_services  # noqa: E402
 from control.services.loadgen import percentile  # noqa: E402
+from control.store.runlog import FAST_PATHS, WriterConfig  # noqa: E402
 from control.wiring.gateway import gateway_app  # noqa: E402
 from control.wiring.live import LiveOptions  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from db.session import make_engine, make_session_factory  # noqa: E402
 
 MODEL = ModelRef("tiny-embed:1", "embed", "tiny", "bert")
+#: The tricks ``--without`` can switch off: the run log's and the gateway's hot routes.
+TRICKS = (*FAST_PATHS, "hot_routes")
 
 
 def _free_port() -> int:
@@ -76,7 +85,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _stack(root: Path):  # noqa: ANN202
+def _stack(root: Path, without: frozenset[str], also_settled):  # noqa: ANN001, ANN202
     url = f"sqlite:///{root / 'legato.db'}"
     upgrade(url)
     factory = make_session_factory(make_engine(url))
@@ -95,10 +104,14 @@ def _stack(root: Path):  # noqa: ANN202
         ExecutorConfig(cache_dir=str(cache), use_cuda=False, poll_queue=False),
         [DeviceInfo("cpu:0", "cpu", 0, 2048, 0)],
     )
-    app = gateway_app(services, GatewayConfig(key_cache_ttl_s=30), executor,
-                      LiveOptions(model_refs={"tiny-embed:1": MODEL}), start_with_app=False)  # fmt: skip
+    writer = WriterConfig().without(*(without & set(FAST_PATHS)))
+    config = GatewayConfig(key_cache_ttl_s=30, hot_routes="hot_routes" not in without)
+    options = LiveOptions(model_refs={"tiny-embed:1": MODEL}, writer=writer)
+    app = gateway_app(services, config, executor, options, start_with_app=False,
+                      also_settled=also_settled)  # fmt: skip
     inference = app.state.gateway.inference
-    return app, services, inference, key
+    fast = {**writer.fast_paths(), "hot_routes": config.hot_routes}
+    return app, services, inference, key, fast
 
 
 def _request_head(host: str, port: int, key: str) -> str:
@@ -291,20 +304,16 @@ def _server_kind() -> dict[str, str]:
     return {"loop": type(asyncio.get_running_loop()).__module__.split(".")[0], "http": http}
 
 
-async def main(seconds: float, clients: int) -> dict:
+async def main(seconds: float, clients: int, without: frozenset[str] = frozenset()) -> dict:
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="legato-bench-"))
     try:
-        app, services, inference, key = _stack(root)
         device_us: dict[str, int] = {}
-        settled = inference.on_settled
 
         def note(request_id: str, record, usage) -> None:  # noqa: ANN001
             device_us[request_id] = sum(u.device_us for u in usage)
-            if settled is not None:
-                settled(request_id, record, usage)
 
-        inference.on_settled = note
+        app, services, inference, key, fast = _stack(root, without, note)
         port = _free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                                log_level="warning", access_log=False,
@@ -346,12 +355,12 @@ async def main(seconds: float, clients: int) -> dict:
             "multi": multi,
             "explanation": _explain(multi, clients),
             "server": _server_kind(),
+            "fast_paths": fast,
             "writer": {
                 "commits": commits,
                 "rows": rows,
                 "rows_per_commit": round(rows / max(1, commits), 2),
                 "inline_commits": inline,
-                "raw_fallbacks": inference.writer.raw_fallbacks,
             },
         }
     finally:
@@ -362,6 +371,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--without", action="append", default=[], choices=TRICKS,
+                        help="switch this speed trick off (repeatable)")  # fmt: skip
     args = parser.parse_args()
     try:  # the loop uvicorn's "auto" picks (as ``legato api`` serves)
         import uvloop
@@ -369,4 +380,4 @@ if __name__ == "__main__":
         run = uvloop.run
     except ImportError:
         run = asyncio.run
-    print(json.dumps(run(main(args.seconds, args.clients)), indent=2))
+    print(json.dumps(run(main(args.seconds, args.clients, frozenset(args.without))), indent=2))

@@ -84,7 +84,6 @@ class LiveRuntime:
         model_refs: Mapping[str, ModelRef],
         placement: Sequence[InitialReplica] = (),
         config: RuntimeConfig = RuntimeConfig(),
-        usage_sink: Callable[[UsageRecord], None] | None = None,
         metrics: RuntimeMetrics | None = None,
         *,
         on_rollout: Callable[[RolloutTransition], None] | None = None,
@@ -99,7 +98,6 @@ class LiveRuntime:
         self.placement = tuple(placement)
         self.config = config
         self.metrics = metrics or RuntimeMetrics()
-        self.usage_sink = usage_sink
         self.runs: dict[str, RunState] = {}
         self.index_replicas: dict[str, dict[str, str]] = {}
         self._home: dict[str, list[tuple[str, str, str]]] = {}  # device -> replicas to restore
@@ -110,15 +108,22 @@ class LiveRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._listening = False  # executor events reach the driver (from start to stop)
-        #: called at the end of every driver turn, on the loop thread (see Driver.after_turn);
-        #: add before ``start``
-        self.after_turn: list[Callable[[], None]] = []
         self.driver: Driver | None = None
         self.actuator: Actuator | None = None
 
     # ---- lifecycle
-    async def start(self) -> None:
-        """Start workers, core, driver; load the initial replicas (waits for them)."""
+    async def start(
+        self,
+        *,
+        usage_sink: Callable[[UsageRecord], None] | None = None,
+        after_turn: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        """Start workers, core, driver; load the initial replicas (waits for them).
+
+        The hooks are those of whoever owns the runtime (the inference service), given here
+        because the owner is built over the runtime: ``usage_sink`` is told each step that ran
+        (its bill), and ``after_turn`` runs at the end of every driver turn on the loop thread
+        (see ``Driver.after_turn``: the run log's commit of a turn's run ends starts there)."""
         loop = asyncio.get_running_loop()
         self._loop, self._loop_thread = loop, threading.get_ident()
         on_loop = self.config.read_executor_on_loop
@@ -131,14 +136,14 @@ class LiveRuntime:
             raise RuntimeError("executor workers did not start in time")
         core = build_core(self.blueprint, self.latency, self.clock.monotonic())
         # metrics and releases wait until the callers a turn answers have been answered
-        done = Completions(self.runs, self.blueprint.cost, self.metrics, self.usage_sink,
+        done = Completions(self.runs, self.blueprint.cost, self.metrics, usage_sink,
                            self._worker_down, self._worker_up, later=self._later)  # fmt: skip
         self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
                                  self.index_replicas, self.metrics, self._put,
                                  self.config.stream_tokens, later=self._later,
                                  on_rollout=self.on_rollout, clock=self.clock)  # fmt: skip
         self.driver = Driver(core, self.actuator, done, self.metrics, self._refused,
-                             self.config.sample_every_s, after_turn=self.after_turn,
+                             self.config.sample_every_s, after_turn=list(after_turn),
                              clock=self.clock)  # fmt: skip
         self._tasks = [loop.create_task(self.driver.run())]
         self._listening = True

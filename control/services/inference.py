@@ -49,12 +49,11 @@ from control.services.inference_calls import (  # re-exported: callers import th
 from control.services.inference_reads import ReadsMixin, until_ended
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
-from control.services.run_records import AcceptRequest, Submission, apply_run_records
-from control.services.run_records_sqlite import SqliteRunRecords
+from control.services.run_records import AcceptRequest, Submission
 from control.services.run_results import RunTrace
-from control.services.writer import GroupCommitWriter, WriterConfig
 from control.store import lifecycle
 from control.store import records as rec
+from control.store.runlog import GroupCommitWriter, WriterConfig
 from db.session import session_scope
 
 log = logging.getLogger(__name__)
@@ -97,17 +96,11 @@ class InferenceService(SettleMixin, ReadsMixin):
         self.on_settled = on_settled
         self.recover_on_start = recover_on_start
         self.catalog = LiveCatalog.of(runtime.blueprint)
-        self.writer = GroupCommitWriter(factory, apply_run_records, writer,
-                                        raw=SqliteRunRecords.for_dialect)  # fmt: skip
+        self.writer = GroupCommitWriter(factory, writer)
         self.started = False
         self.recovered: list[str] = []
         self._live: dict[str, LiveRun] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
-        runtime.usage_sink = self._on_usage
-        # the commit of a turn's run ends starts as the turn ends, not a loop iteration later
-        after_turn = getattr(runtime, "after_turn", None)  # test doubles may have none
-        if after_turn is not None:
-            after_turn.append(self.writer.commit_now)
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -115,7 +108,8 @@ class InferenceService(SettleMixin, ReadsMixin):
         self.writer.start()
         if self.recover_on_start:
             self.recovered = await self.writer.run_in_db_thread(self._recover, self.clock.utcnow())
-        await self.runtime.start()
+        # the commit of a turn's run ends starts as the turn ends, not a loop iteration later
+        await self.runtime.start(usage_sink=self._on_usage, after_turn=(self.writer.commit_now,))
         self.started = True
 
     async def stop(self) -> None:

@@ -20,11 +20,13 @@ from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
 from control.config import get_settings
 from control.executor.protocol import Executor
+from control.runtime.types import UsageRecord
 from control.services import Services
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
+from control.store.records import RequestRecord
 from control.wiring.executor import local_executor
-from control.wiring.live import LiveOptions, LiveParts, build_live
+from control.wiring.live import LiveOptions, LiveParts, OnSettled, build_live
 from control.wiring.services import checked_services, session_factory
 
 
@@ -53,17 +55,21 @@ def gateway_app(
     whatif_engine: WhatIfEngine | None = None,
     extras: Mapping[str, Any] | None = None,
     start_with_app: bool = True,
+    also_settled: OnSettled | None = None,
 ) -> FastAPI:
     """The app over ``services``; with an ``executor``, over the live path of
     :func:`~control.wiring.live.build_live` too (the inference service is then
     ``app.state.gateway.inference``). The gateway's metrics are built first and handed to the
     inference service as its ``on_settled``. ``start_with_app``: the app's lifespan starts and
-    stops the live path (False: the caller does, e.g. a test over an ASGI transport)."""
+    stops the live path (False: the caller does, e.g. a test over an ASGI transport).
+    ``also_settled`` is told each settled run after the metrics (a benchmark's probe)."""
     metrics = GatewayMetrics()
     live: LiveParts | None = None
     if executor is not None:
-        live = build_live(services.factory, services, executor, options,
-                          on_settled=metrics.on_settled)  # fmt: skip
+        on_settled = (
+            metrics.on_settled if also_settled is None else _both(metrics.on_settled, also_settled)
+        )
+        live = build_live(services.factory, services, executor, options, on_settled=on_settled)
     lifespan = live_lifespan(live.inference) if live is not None and start_with_app else None
     return create_app(
         services,
@@ -76,6 +82,14 @@ def gateway_app(
         extras=extras,
         lifespan=lifespan,
     )
+
+
+def _both(first: OnSettled, then: OnSettled) -> OnSettled:
+    def settled(request_id: str, record: RequestRecord, usage: tuple[UsageRecord, ...]) -> None:
+        first(request_id, record, usage)
+        then(request_id, record, usage)
+
+    return settled
 
 
 def build_gateway(with_runtime: bool = True) -> FastAPI:

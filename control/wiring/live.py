@@ -33,6 +33,7 @@ from control.services.live_config import LiveConfigFeed
 from control.services.rollout_record import RolloutRecorder
 from control.services.single_model import ensure_single_model_workflows
 from control.store.records import RequestRecord
+from control.store.runlog import WriterConfig
 from db.session import session_scope
 
 #: The demo vector index the demo workflows search (``params.index``).
@@ -63,13 +64,15 @@ def serving_core_config() -> CoreConfig:
 class LiveOptions:
     """How to build the live path. ``model_refs`` add or replace executor references (tests
     use tiny models); ``placement`` overrides the initial replicas; ``core_config`` the core's
-    policies (default :func:`serving_core_config`)."""
+    policies (default :func:`serving_core_config`); ``writer`` the run log's writer."""
 
     model_refs: Mapping[str, ModelRef] = field(default_factory=dict)
     placement: Sequence[InitialReplica] | None = None
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     seed: int = 0
     core_config: CoreConfig = field(default_factory=serving_core_config)
+    #: the run log's writer: group commit and its fast paths (each one switchable)
+    writer: WriterConfig = field(default_factory=WriterConfig)
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def build_live(
         model_ids={f"{m.name}:{m.version}": m.id for m in services.models.list()},
         device_ids={d.name: d.id for d in services.devices.list()},
         on_settled=on_settled,
+        writer=options.writer,
     )
     return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
 

@@ -7,7 +7,7 @@ round-robin, when no plan is active) and loads the vector indexes its workflows 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from control.config import Settings
 from control.core.assembly import CoreBlueprint
@@ -15,7 +15,6 @@ from control.executor.protocol import ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.local_fleet import one_of_each
 from control.runtime.state import IndexSpec
-from control.runtime.types import UsageRecord
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.wiring.executor import local_devices, local_executor
@@ -28,11 +27,9 @@ INDEX_DOCUMENTS = {"demo-docs": DEMO_DOCUMENTS}
 INDEX_EMBED = ModelRef("index-embed", "embed", "minilm")
 
 
-def build_serve_runtime(
-    settings: Settings, usage_sink: Callable[[UsageRecord], None] | None = None
-) -> LiveRuntime:
+def build_serve_runtime(settings: Settings) -> LiveRuntime:
     """A ``LiveRuntime`` (not started) over the database's fleet (no declared devices or
-    models) and the local executor; ``usage_sink`` is told each step that ran."""
+    models) and the local executor."""
     factory = session_factory(settings.resolved_database_url())
     with session_scope(factory) as session:
         fleet = load_fleet_state(session, include_declared=False)
@@ -54,7 +51,7 @@ def build_serve_runtime(
     )
     placement = _placement(fleet, [d.device_id for d in devices])
     return LiveRuntime(blueprint, fleet.latency_model(), executor, fleet.model_refs, placement,
-                       RuntimeConfig(indexes=indexes), usage_sink)  # fmt: skip
+                       RuntimeConfig(indexes=indexes))  # fmt: skip
 
 
 def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:

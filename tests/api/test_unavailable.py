@@ -34,9 +34,8 @@ class DownRuntime:
     def __init__(self) -> None:
         self.submitted: list[object] = []
         self.blueprint = _Blueprint()
-        self.usage_sink = None
 
-    async def start(self) -> None: ...
+    async def start(self, *, usage_sink=None, after_turn=()) -> None: ...  # noqa: ANN001
 
     async def stop(self) -> None: ...
 

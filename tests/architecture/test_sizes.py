@@ -55,7 +55,6 @@ def _product_files() -> Iterator[Path]:
             yield path
 
 
-@pytest.mark.xfail(strict=False, reason="other helpers' splits land at merge")
 def test_product_modules_and_functions_stay_small() -> None:
     found = []
     for path in _product_files():

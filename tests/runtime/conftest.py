@@ -120,7 +120,7 @@ def model_cache(tmp_path_factory) -> Path:
     return cache
 
 
-def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS, **options) -> LiveRuntime:  # noqa: ANN001, ANN003
+def make_runtime(cache: Path, workflows=WORKFLOWS, **options) -> LiveRuntime:  # noqa: ANN001, ANN003
     """The test runtime on two CPU workers; ``options`` go to ``LiveRuntime`` as keywords
     (``on_rollout``, ``clock``)."""
     devices = [DeviceInfo(f"cpu:{i}", "cpu", i, 512, i % 2) for i in range(2)]
@@ -143,7 +143,6 @@ def make_runtime(cache: Path, usage: list, workflows=WORKFLOWS, **options) -> Li
         REFS,
         PLACEMENT,
         config,
-        usage.append,
         **options,
     )
 

@@ -75,7 +75,7 @@ async def test_a_runs_wall_time_is_measured_on_the_actuators_clock() -> None:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def ahead(model_cache):
-    rt = make_runtime(model_cache, [], clock=AheadClock())
+    rt = make_runtime(model_cache, clock=AheadClock())
     await rt.start()
     yield rt
     await rt.stop()

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def world(model_cache):
     usage: list = []
-    rt = make_runtime(model_cache, usage)
-    await rt.start()
+    rt = make_runtime(model_cache)
+    await rt.start(usage_sink=usage.append)
     yield rt, usage
     await rt.stop()
 

@@ -37,7 +37,7 @@ MOVED = (
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def world(model_cache):
     seen: list[RolloutTransition] = []
-    rt = make_runtime(model_cache, [], on_rollout=seen.append)
+    rt = make_runtime(model_cache, on_rollout=seen.append)
     await rt.start()
     yield rt, seen
     await rt.stop()

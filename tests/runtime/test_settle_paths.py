@@ -57,7 +57,7 @@ EXTRA = tuple(dag_from_dict(w) for w in (MISSING_INDEX, EMBED, SEGMENT))
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def runtime(model_cache):
-    rt = make_runtime(model_cache, [], workflows=WORKFLOWS + EXTRA)
+    rt = make_runtime(model_cache, workflows=WORKFLOWS + EXTRA)
     await rt.start()
     yield rt
     await rt.stop()

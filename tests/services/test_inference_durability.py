@@ -51,7 +51,8 @@ class FakeRuntime:
         self.usage_sink = None
         self.handles: dict[str, RunHandle] = {}
 
-    async def start(self) -> None: ...
+    async def start(self, *, usage_sink, after_turn=()) -> None:  # noqa: ANN001
+        self.usage_sink = usage_sink
 
     async def stop(self) -> None:
         for rid, handle in self.handles.items():

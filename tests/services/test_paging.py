@@ -10,7 +10,9 @@ from datetime import timedelta
 import pytest
 
 from control.services.errors import ValidationError
-from control.services.run_records import AcceptRequest, BillStep, apply_run_records
+from control.services.run_records import AcceptRequest, BillStep
+from control.store.runlog.apply import apply_ops
+from control.store.runlog.core_sql import CoreStatements
 from db.session import session_scope
 from tests.services.builders import ACTOR, T0
 
@@ -79,7 +81,7 @@ def test_ledger_is_filtered_by_tenant_and_period_with_sums_over_all_matches(
                             output_tokens=1, device_ms=1, cost_units=i + 1,
                             recorded_at=T0 + timedelta(minutes=i)))  # fmt: skip
     with session_scope(session_factory) as session:
-        apply_run_records(session, ops)
+        apply_ops(CoreStatements(session.connection()), ops)
     page = services.usage.ledger(tenant_id=a.id, offset=1, limit=1)
     assert page.total == 3 and len(page.lines) == 1
     assert page.totals["input_tokens"] == 10 + 20 + 40  # all of a's entries, not the page

@@ -12,16 +12,9 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from control.services.errors import IdempotencyConflict, ValidationError
-from control.services.run_records import (
-    AcceptRequest,
-    BillStep,
-    FinishRequest,
-    Submission,
-    apply_run_records,
-)
-from control.services.run_records_sqlite import SqliteRunRecords
-from control.services.writer import GroupCommitWriter, WriterConfig
+from control.services.run_records import AcceptRequest, BillStep, FinishRequest, Submission
 from control.store import repositories as repo
+from control.store.runlog import GroupCommitWriter, WriterConfig, backend_for
 from db.session import make_engine, make_session_factory, session_scope
 from tests.services.builders import T0, row_counts
 
@@ -40,8 +33,13 @@ def bill(rid: str, node: str = "embed", attempt: str = "1", tokens: int = 5) -> 
 
 
 def apply(factory, ops):
-    with session_scope(factory) as session:
-        return apply_run_records(session, ops)
+    """``ops`` in one transaction of the database kind's own path (raw sqlite3 on a SQLite
+    file, Core on PostgreSQL)."""
+    backend = backend_for(factory, WriterConfig())
+    try:
+        return backend.transaction(ops)
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize(
@@ -118,7 +116,7 @@ def test_bad_values_are_refused_before_any_write(world, build, field) -> None:
 
 
 async def test_writer_groups_commits_and_fails_only_the_bad_operation(session_factory, world):
-    writer = GroupCommitWriter(session_factory, apply_run_records, WriterConfig(max_rows=64))
+    writer = GroupCommitWriter(session_factory, WriterConfig(max_rows=64))
     writer.start()
     good = [accept(world.tenant, f"k{i}") for i in range(40)]
     bad = accept(world.tenant + 999, "orphan")  # no such tenant: a foreign-key violation
@@ -135,7 +133,7 @@ async def test_writer_groups_commits_and_fails_only_the_bad_operation(session_fa
 async def test_an_acknowledged_write_survives_a_restart(tmp_path, _sqlite_template, world_url):
     url, tenant = world_url
     factory = make_session_factory(make_engine(url))
-    writer = GroupCommitWriter(factory, apply_run_records)
+    writer = GroupCommitWriter(factory)
     writer.start()
     sub = await writer.write(accept(tenant, "durable"))
     rid = sub.request.id
@@ -149,8 +147,7 @@ async def test_an_acknowledged_write_survives_a_restart(tmp_path, _sqlite_templa
 
 async def test_commit_now_commits_in_this_iteration_and_then_is_told_as_it_resolves(world_url):
     url, tenant = world_url  # a SQLite file: small batches commit inline, on the loop
-    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
-                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)))
     writer.start()
     told: list = []
     first = writer.submit(accept(tenant, "now-1"), told.append)
@@ -169,7 +166,7 @@ async def test_commit_now_commits_in_this_iteration_and_then_is_told_as_it_resol
 
 
 async def test_submit_before_start_is_misuse(session_factory) -> None:
-    writer = GroupCommitWriter(session_factory, apply_run_records)
+    writer = GroupCommitWriter(session_factory)
     with pytest.raises(RuntimeError, match="not running"):
         writer.submit(bill("r"))
     with pytest.raises(ValueError, match="max_rows"):

@@ -1,5 +1,6 @@
-"""The SQLite fast path of the run-record writer: the same stored bytes as the session path,
-the session path's outcomes and errors whenever a batch is unusual, and durable commits."""
+"""The SQLite file's path of the run log (raw sqlite3, inline commits): the same stored bytes
+and outcomes as the Core path (the plain path, ``raw_sqlite`` off), the Core path's error types
+whenever a batch is unusual, and durable commits."""
 
 from __future__ import annotations
 
@@ -13,16 +14,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from control.services.errors import IdempotencyConflict
-from control.services.run_records import (
-    AcceptRequest,
-    BillStep,
-    FinishRequest,
-    Submission,
-    apply_run_records,
-)
-from control.services.run_records_sqlite import SqliteRunRecords
-from control.services.writer import GroupCommitWriter, WriterConfig
-from db.session import make_engine, make_session_factory, session_scope
+from control.services.run_records import AcceptRequest, BillStep, FinishRequest, Submission
+from control.store.runlog import GroupCommitWriter, WriterConfig, backend_for
+from control.store.runlog.backends import CoreBackend
+from control.store.runlog.sqlite_file import SqliteFileBackend
+from db.session import make_engine, make_session_factory
 from tests.services.builders import T0, build_world
 
 
@@ -88,21 +84,20 @@ def _dump(url: str) -> dict[str, list[tuple]]:
     return {"requests": requests, "usage": usage}
 
 
-async def test_raw_path_stores_the_bytes_of_the_session_path(sqlite_world) -> None:
+async def test_raw_path_stores_the_bytes_of_the_core_path(sqlite_world) -> None:
     (slow_url, world), (fast_url, _) = sqlite_world("slow.db"), sqlite_world("fast.db")
     ids = [str(uuid.uuid4()) for _ in range(3)]
     slow_outcomes, fast_outcomes = [], []
-    slow = make_session_factory(make_engine(slow_url))
+    slow = backend_for(make_session_factory(make_engine(slow_url)), WriterConfig(raw_sqlite=False))
+    assert isinstance(slow, CoreBackend)
     for batch in _ops(world.tenant, ids):
-        with session_scope(slow) as session:
-            slow_outcomes.append(apply_run_records(session, batch))
-    writer = GroupCommitWriter(make_session_factory(make_engine(fast_url)), apply_run_records,
-                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+        slow_outcomes.append(slow.transaction(batch))
+    writer = GroupCommitWriter(make_session_factory(make_engine(fast_url)))
     writer.start()
     for batch in _ops(world.tenant, ids):
         fast_outcomes.append([await writer.write(op) for op in batch])
     await writer.stop()
-    assert writer.raw_fallbacks == 0  # every batch took the raw path
+    assert writer.inline_commits == writer.commits  # every batch took the raw path
     assert fast_outcomes == slow_outcomes
     assert fast_outcomes[0][1:3] == [True, False]  # the repeated bill is not billed
     stored = _dump(fast_url)
@@ -110,10 +105,9 @@ async def test_raw_path_stores_the_bytes_of_the_session_path(sqlite_world) -> No
     assert len(stored["requests"]) == 3 and len(stored["usage"]) == 4
 
 
-async def test_unusual_batches_get_the_session_paths_outcomes(sqlite_world) -> None:
+async def test_unusual_batches_get_the_core_paths_outcomes_and_errors(sqlite_world) -> None:
     url, world = sqlite_world("w.db")
-    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
-                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)))
     writer.start()
 
     def accept(key, body="h1", tenant=world.tenant):
@@ -124,26 +118,23 @@ async def test_unusual_batches_get_the_session_paths_outcomes(sqlite_world) -> N
 
     first = accept("k1")
     assert await writer.write(first) == Submission(first.record, existing=False)
-    assert writer.raw_fallbacks == 0
     again = await writer.write(accept("k1"))
     with pytest.raises(IdempotencyConflict) as conflict:
         await writer.write(accept("k1", "h2"))
     orphan = writer.submit(accept("k9", tenant=world.tenant + 999))  # no such tenant
     fine = writer.submit(accept("k2"))
-    with pytest.raises(IntegrityError):  # the session path's error type, for its caller only
+    with pytest.raises(IntegrityError):  # the Core path's error type, for its caller only
         await orphan
     assert (await fine).existing is False
     await writer.stop()
     assert again.existing and again.request.id == first.record.id
     assert conflict.value.request_id == first.record.id
-    assert writer.raw_fallbacks >= 3
 
 
 async def test_raw_commits_are_durable_and_the_connection_is_returned(sqlite_world) -> None:
     url, world = sqlite_world("d.db")
     engine = make_engine(url)
-    writer = GroupCommitWriter(make_session_factory(engine), apply_run_records,
-                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(make_session_factory(engine))
     writer.start()
     rid = str(uuid.uuid4())
     op = AcceptRequest.new(request_id=rid, tenant_id=world.tenant, workflow_name="rag",
@@ -167,8 +158,9 @@ def _accept(tenant: int) -> AcceptRequest:
 
 async def test_without_inline_commits_every_batch_goes_to_the_database_thread(sqlite_world) -> None:
     url, world = sqlite_world("t.db")
-    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
-                               WriterConfig(inline_max_rows=0), raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(
+        make_session_factory(make_engine(url)), WriterConfig(inline_max_rows=0)
+    )
     writer.start()
     op = _accept(world.tenant)
     assert (await writer.write(op)).existing is False
@@ -181,8 +173,7 @@ async def test_a_held_write_lock_sends_the_batch_to_the_thread_without_stalling_
     sqlite_world,
 ) -> None:
     url, world = sqlite_world("l.db")
-    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
-                               raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(make_session_factory(make_engine(url)))
     writer.start()
     other = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer holds the lock for a while
@@ -200,11 +191,15 @@ async def test_a_held_write_lock_sends_the_batch_to_the_thread_without_stalling_
     assert [r[0] for r in _dump(url)["requests"]] == [op.record.id]
 
 
-def test_other_backends_get_no_raw_path() -> None:
-    from sqlalchemy.dialects import postgresql, sqlite
+def test_only_a_sqlite_file_gets_the_raw_path(tmp_path) -> None:
+    def backend(url: str, config: WriterConfig = WriterConfig()):
+        return type(backend_for(make_session_factory(make_engine(url)), config))
 
-    assert SqliteRunRecords.for_dialect(postgresql.dialect()) is None
-    assert isinstance(SqliteRunRecords.for_dialect(sqlite.dialect()), SqliteRunRecords)
+    file = f"sqlite:///{tmp_path / 'f.db'}"
+    assert backend("postgresql://u@localhost/x") is CoreBackend
+    assert backend("sqlite://") is CoreBackend  # in memory: no second connection to inline on
+    assert backend(file, WriterConfig(raw_sqlite=False)) is CoreBackend
+    assert backend(file) is SqliteFileBackend
 
 
 def _wal_frames(url: str) -> int:
@@ -221,8 +216,9 @@ async def test_inline_commits_have_the_wal_checkpointed_and_reset(sqlite_world, 
     """The loop's connection never checkpoints; every ``checkpoint_every`` inline commits the
     database thread does, and the next commit starts the WAL over instead of growing it."""
     url, world = sqlite_world(f"w{every}.db")
-    writer = GroupCommitWriter(make_session_factory(make_engine(url)), apply_run_records,
-                               WriterConfig(checkpoint_every=every), raw=SqliteRunRecords.for_dialect)  # fmt: skip
+    writer = GroupCommitWriter(
+        make_session_factory(make_engine(url)), WriterConfig(checkpoint_every=every)
+    )
     writer.start()
     for _ in range(12):
         await writer.write(_accept(world.tenant))
