@@ -15,8 +15,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("control", "sim", "db", "app")
 EXEMPT = ("db/migrations/versions/",)
