@@ -210,7 +210,9 @@ def test_a_prompt_too_long_for_the_model_fails_alone_in_chunks(model_cache):
     first = Group("a", a, [])
     too_long = Group("bad", [item("bad", {"prompt": "word " * 700}, max_tokens=4)], [])
     run_joined(gen(model_cache, 128), first, {1: [too_long]}, [])
-    assert too_long.error is not None and too_long.outputs is None
+    # issue 22: refused before its prefill, as its own item's bad input (the group is reported)
+    (out,) = too_long.outputs
+    assert out.field == "prompt" and "at most 512" in out.error
     assert texts(first.outputs) == texts(gen(model_cache).run(a, RecordingCtx()))
 
 

@@ -29,6 +29,8 @@ NOOP = ModelRef("noop", "noop", "tool")
 # A replica whose steps hold the worker's main thread without ticking, like one long forward
 # pass of an encoder (or a truly hung step, when it holds it long enough).
 SILENT = ModelRef("noop-silent", "noop", "tool", options={"tick": False})
+# A replica whose every batch raises: a fault of the replica itself, whatever its inputs.
+BROKEN = ModelRef("noop-broken", "noop", "tool", options={"fail": "the model is broken"})
 HANG_FLOOR_S = 3.0
 
 
@@ -272,18 +274,33 @@ def test_cancel_takes_out_queued_items_only(ex):
 
 
 def test_breaker_opens_after_repeated_batch_failures(ex):
-    load(ex, "gen-b", GPT2, "cpu:1")
-    too_long = "word " * 700  # beyond the tiny GPT-2's 512 positions: the forward pass raises
+    load(ex, "noop-broken", BROKEN, "cpu:1")
     for i in range(2):
-        ex.submit(
-            Batch(f"f{i}", "gen-b", (one(f"f-{i}", f"f{i}", {"prompt": too_long}, run="run-f"),))
-        )
+        ex.submit(Batch(f"f{i}", "noop-broken", (one(f"f-{i}", f"f{i}", {"x": i}, run="run-f"),)))
         failed = completions(wait_for(ex, all_done([f"f-{i}"])))[f"f-{i}"]
         assert not failed.ok and failed.retriable and failed.cause == "model_error"
-    assert ex.breaker_state("gen-b") == "open"
-    ex.submit(Batch("f9", "gen-b", (one("f-9", "f9", {"prompt": "fine"}, run="run-f"),)))
+    assert ex.breaker_state("noop-broken") == "open"
+    ex.submit(Batch("f9", "noop-broken", (one("f-9", "f9", {"x": 9}, run="run-f"),)))
     refused = completions(wait_for(ex, all_done(["f-9"])))["f-9"]
     assert not refused.ok and "circuit open" in refused.error and refused.cause == "unavailable"
+
+
+def test_inputs_too_long_for_the_model_fail_as_bad_input_and_never_open_the_breaker(ex):
+    """Issue 22: a prompt beyond the model's context used to raise in the forward pass (a
+    model_error, retriable) and two of them opened the replica's breaker for every tenant."""
+    load(ex, "gen-b", GPT2, "cpu:1")
+    too_long = "word " * 700  # beyond the tiny GPT-2's 512 positions
+    for i in range(3):  # alone in its batch (twice: the breaker's threshold), then with another
+        items = [one(f"t-{i}", f"t{i}", {"prompt": too_long}, run="run-t", max_tokens=2)]
+        if i == 2:
+            items.append(one("ok-2", "ok2", {"prompt": "fine"}, run="run-t", max_tokens=2))
+        ex.submit(Batch(f"t{i}", "gen-b", tuple(items)))
+        done = completions(wait_for(ex, all_done(it.idempotency_key for it in items)))
+        bad = done[f"t-{i}"]
+        assert not bad.ok and not bad.retriable and bad.cause == "bad_input", bad
+        assert bad.field == "prompt" and "at most 512" in bad.error
+    assert done["ok-2"].ok and done["ok-2"].output_tokens >= 1
+    assert ex.breaker_state("gen-b") == "closed"
 
 
 async def test_events_async_iterator_delivers_completions(ex):

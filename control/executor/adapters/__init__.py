@@ -53,7 +53,8 @@ def _router(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
 
 
 def _noop(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
-    return NoopAdapter(tick=bool(ref.options.get("tick", True)))
+    fail = ref.options.get("fail")
+    return NoopAdapter(tick=bool(ref.options.get("tick", True)), fail=str(fail) if fail else None)
 
 
 ADAPTERS: dict[str, Factory] = {

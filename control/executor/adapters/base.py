@@ -4,7 +4,11 @@ An adapter lives inside one worker process, on one device. ``run`` is called by 
 main thread with a batch whose input references are already resolved to values; it may call
 ``ctx.tick()`` during long work (so heartbeats keep flowing) and ``ctx.emit_delta`` to stream
 text. It returns one :class:`ItemOutput` per item, in order. A bad input of one item is that
-item's ``error`` (the others still run); an exception fails the whole batch.
+item's ``error`` (the others still run): adapters read inputs through :func:`require` and
+:func:`require_texts`, which refuse a missing input, a wrong type and text that cannot be
+encoded (a lone surrogate, which makes a tokenizer raise) with an :class:`InputError` naming the
+input. Any other exception fails the batch; the worker then isolates the item to blame (see
+:mod:`control.executor.worker.batches`).
 
 An adapter that batches continuously (generate) also has ``run_continuous``: the worker hands
 it a first batch as a :class:`BatchGroup` and a ``joins`` callable it calls at every decode step
@@ -39,6 +43,7 @@ class ItemOutput:
     label: str | None = None
     item_count: int = 0
     error: str | None = None
+    field: str | None = None  # with ``error``: the input to blame (``text``, ``texts[2]``)
 
 
 class RunContext(Protocol):
@@ -81,17 +86,64 @@ class ContinuousAdapter(Adapter, Protocol):
 
 
 def require(prepared: PreparedItem, name: str, kind: type | tuple[type, ...]) -> Any:
-    """The input ``name`` of an item, checked; raises InputError naming it when absent or wrong."""
+    """The input ``name`` of an item, checked; raises InputError naming it when absent, of the
+    wrong type, or a text that cannot be encoded."""
     if name not in prepared.inputs:
-        raise InputError(f"input {name!r} is missing (have {sorted(prepared.inputs)})")
+        raise InputError(f"input {name!r} is missing (have {sorted(prepared.inputs)})", name)
     value = prepared.inputs[name]
     if not isinstance(value, kind):
-        raise InputError(f"input {name!r} has type {type(value).__name__}, expected {kind}")
+        raise InputError(
+            f"input {name!r} has type {type(value).__name__}, expected {_kind_name(kind)}", name
+        )
+    if isinstance(value, str):
+        check_text(value, name)
     return value
 
 
+def require_texts(prepared: PreparedItem, name: str) -> list[str]:
+    """The input ``name`` as a list of texts (other scalars are turned into text, as before);
+    raises InputError naming the input, or the element (``documents[3]``), that is unusable."""
+    values = require(prepared, name, list)
+    texts = []
+    for i, v in enumerate(values):
+        where = f"{name}[{i}]"
+        if isinstance(v, dict | list | tuple | set | bytes):
+            raise InputError(f"input {where!r} has type {type(v).__name__}, expected text", where)
+        text = v if isinstance(v, str) else str(v)
+        check_text(text, where)
+        texts.append(text)
+    return texts
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise InputError when ``text`` cannot be encoded as UTF-8 (a lone surrogate, which
+    JSON's ``\\ud800`` escapes can carry): the tokenizers raise on it. ASCII text, the usual
+    case, is checked by one C scan."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = ascii(text[err.start : err.end])  # the message must stay encodable itself
+        raise InputError(
+            f"input {where!r} is not valid Unicode text: {bad} at character {err.start} "
+            f"(a lone surrogate) cannot be encoded",
+            where,
+        ) from None
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
 class InputError(ValueError):
-    """One item's inputs are unusable; reported as that item's (non-retriable) error."""
+    """One item's inputs are unusable; reported as that item's (non-retriable) ``bad_input``
+    error. ``field`` names the input to blame (``text``, ``documents[3]``) when one is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def module_mib(module: Any) -> int:

@@ -24,6 +24,7 @@ from control.executor.adapters.base import (
     RunContext,
     module_mib,
     require,
+    require_texts,
 )
 
 log = logging.getLogger(__name__)
@@ -67,16 +68,16 @@ class EmbedAdapter:
         for p in items:
             try:
                 many = "texts" in p.inputs
-                chunk = require(p, "texts", list) if many else [require(p, "text", str)]
+                chunk = require_texts(p, "texts") if many else [require(p, "text", str)]
                 spans.append((len(texts), len(texts) + len(chunk), many))
-                texts.extend(str(t) for t in chunk)
+                texts.extend(chunk)
             except InputError as err:
                 spans.append(err)
         vectors, counts = self.encode(texts) if texts else (torch.empty(0), [])
         outputs = []
         for span in spans:
             if isinstance(span, InputError):
-                outputs.append(ItemOutput(error=str(span)))
+                outputs.append(ItemOutput(error=str(span), field=span.field))
                 continue
             lo, hi, many = span
             value = {"vectors": vectors[lo:hi]} if many else {"vector": vectors[lo]}
@@ -128,7 +129,7 @@ class RerankAdapter:
         for p in items:
             try:
                 query = require(p, "query", str)
-                docs = [str(d) for d in require(p, "documents", list)]
+                docs = require_texts(p, "documents")
                 spans.append((len(pairs), len(pairs) + len(docs), docs))
                 pairs.extend((query, d) for d in docs)
             except InputError as err:
@@ -137,7 +138,7 @@ class RerankAdapter:
         outputs = []
         for p, span in zip(items, spans, strict=True):
             if isinstance(span, InputError):
-                outputs.append(ItemOutput(error=str(span)))
+                outputs.append(ItemOutput(error=str(span), field=span.field))
                 continue
             lo, hi, docs = span
             mine = scores[lo:hi]
@@ -171,7 +172,7 @@ class ClassifyAdapter:
             try:
                 texts.append(require(p, "text", str))
             except InputError as err:
-                errors[i] = str(err)
+                errors[i] = err
         probs, counts = torch.empty(0), []
         if texts:
             enc = self.tokenizer(
@@ -187,7 +188,7 @@ class ClassifyAdapter:
         outputs, row = [], 0
         for i in range(len(items)):
             if i in errors:
-                outputs.append(ItemOutput(error=errors[i]))
+                outputs.append(ItemOutput(error=str(errors[i]), field=errors[i].field))
                 continue
             dist = {label: float(probs[row, j]) for j, label in enumerate(self.labels)}
             label = self.labels[int(probs[row].argmax())]

@@ -61,6 +61,7 @@ from control.executor.adapters.base import (
     RunContext,
     module_mib,
     require,
+    require_texts,
 )
 from control.executor.adapters.generate_chunks import GroupPrefill
 from control.executor.adapters.generate_join import DecodeLoop, OneBatch
@@ -83,6 +84,7 @@ class _Seq:
     done: bool = False
     first_token_ms: float | None = None
     next_logits: torch.Tensor | None = None
+    room: int | None = None  # tokens the model's context has left after the prompt (None: any)
 
 
 class GenerateAdapter:
@@ -96,6 +98,8 @@ class GenerateAdapter:
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.model = self.model.to(device).eval()
         self.eos = self.model.config.eos_token_id
+        # positions past it make absolute-position models raise (GPT-2) and others drift
+        self.context = getattr(self.model.config, "max_position_embeddings", None)
         self.pad_id = self.eos if isinstance(self.eos, int) else 0
         cache_mib = int(options.get("prefix_cache_mib", 64))
         self.prefix_cache = PrefixKvCache(
@@ -112,7 +116,7 @@ class GenerateAdapter:
         if "system" in prepared.inputs:
             parts.append(require(prepared, "system", str))
         if "documents" in prepared.inputs:
-            docs = require(prepared, "documents", list)
+            docs = require_texts(prepared, "documents")
             parts.append("Context:\n" + "\n".join(f"- {d}" for d in docs))
         parts.append(prompt)
         text = "\n\n".join(parts)
@@ -148,19 +152,30 @@ class GenerateAdapter:
             if loop.live:  # false only while a joiner is prefilled after every row finished
                 loop.step()
 
-    def tokenize(self, items: Sequence[PreparedItem]) -> tuple[list[_Seq | None], dict[int, str]]:
-        """Decoding state per item (None for an item with unusable inputs) and those errors."""
+    def tokenize(
+        self, items: Sequence[PreparedItem]
+    ) -> tuple[list[_Seq | None], dict[int, InputError]]:
+        """Decoding state per item (None for an item with unusable inputs) and those errors. A
+        prompt longer than the model's context is such an error; a shorter one decodes at most
+        to the end of the context."""
         seqs: list[_Seq | None] = []
-        errors: dict[int, str] = {}
+        errors: dict[int, InputError] = {}
         for i, p in enumerate(items):
             try:
                 ids = self.tokenizer(self.compose(p)).input_ids or [self.pad_id]
+                room = None if self.context is None else self.context - len(ids)
+                if room is not None and room < 0:
+                    raise InputError(
+                        f"input 'prompt' is {len(ids)} tokens long with its context; the "
+                        f"model takes at most {self.context}",
+                        "prompt",
+                    )
             except InputError as err:
-                errors[i] = str(err)
+                errors[i] = err
                 seqs.append(None)
                 continue
             gen = torch.Generator().manual_seed(p.item.params.seed)
-            seqs.append(_Seq(prompt_ids=list(ids), params=p.item.params, generator=gen))
+            seqs.append(_Seq(list(ids), p.item.params, gen, room=room))
         return seqs, errors
 
     def _prefill(self, seqs: list[_Seq]) -> tuple[DynamicCache, torch.Tensor]:
@@ -171,9 +186,9 @@ class GenerateAdapter:
         return prefill.cache, prefill.mask
 
     @staticmethod
-    def _output(s: _Seq | None, error: str | None) -> ItemOutput:
+    def _output(s: _Seq | None, error: InputError | None) -> ItemOutput:
         if s is None:
-            return ItemOutput(error=error)
+            return ItemOutput(error=str(error), field=error.field if error else None)
         return ItemOutput(
             {"text": s.text},
             input_tokens=len(s.prompt_ids),
@@ -211,6 +226,8 @@ class GenerateAdapter:
                 seq.text, seq.done = seq.text[:cut], True
             elif len(seq.generated) >= seq.params.max_tokens:
                 seq.done = True
+            elif seq.room is not None and len(seq.generated) >= seq.room:
+                seq.done = True  # the context is full: the next position does not exist
         if seq.params.stream:
             self._stream(seq, prepared, ctx)
 

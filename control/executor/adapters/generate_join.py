@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from control.executor.adapters.base import BatchGroup, ItemOutput, PreparedItem, RunContext
+from control.executor.adapters.base import (
+    BatchGroup,
+    InputError,
+    ItemOutput,
+    PreparedItem,
+    RunContext,
+)
 from control.executor.adapters.generate_chunks import GroupPrefill
 
 if TYPE_CHECKING:
@@ -69,7 +75,7 @@ class _Member:
 
     group: BatchGroup
     seqs: list[_Seq | None]
-    errors: dict[int, str] = field(default_factory=dict)
+    errors: dict[int, InputError] = field(default_factory=dict)
 
     def done(self) -> bool:
         return all(s is None or s.done for s in self.seqs)

@@ -45,42 +45,51 @@ class VectorSearchAdapter:
         return self.embedder.memory_mib() + -(-index_bytes // (1024 * 1024))
 
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
-        queries: list[torch.Tensor | None] = []
-        texts = [
-            p.inputs["query"]
-            for p in items
-            if "query_vector" not in p.inputs and isinstance(p.inputs.get("query"), str)
-        ]
-        encoded, counts = self.embedder.encode(texts) if texts else (None, [])
-        row, outputs = 0, []
+        # Each query is checked before any is embedded: one unusable text must not fail the
+        # embedding of the others.
+        texts: list[str] = []
+        checked: list[InputError | None] = []
         for p in items:
             try:
+                if "query_vector" not in p.inputs:
+                    texts.append(require(p, "query", str))
+                checked.append(None)
+            except InputError as err:
+                checked.append(err)
+        encoded, counts = self.embedder.encode(texts) if texts else (None, [])
+        row, outputs = 0, []
+        for p, err in zip(items, checked, strict=True):
+            try:
+                if err is not None:
+                    raise err
                 if "query_vector" in p.inputs:
                     vec = torch.as_tensor(p.inputs["query_vector"], dtype=torch.float32).flatten()
                     tokens = 0
                 else:
-                    require(p, "query", str)
                     vec, tokens = encoded[row], counts[row]
                     row += 1
                 if vec.shape[0] != self.index.shape[1]:
                     raise InputError(
-                        f"query_vector has {vec.shape[0]} dims, index has {self.index.shape[1]}"
+                        f"query_vector has {vec.shape[0]} dims, index has {self.index.shape[1]}",
+                        "query_vector",
                     )
-            except InputError as err:
-                outputs.append(ItemOutput(error=str(err)))
-                queries.append(None)
+            except InputError as bad:
+                outputs.append(ItemOutput(error=str(bad), field=bad.field))
                 continue
-            scores = self.index @ vec
-            k = min(p.item.params.top_k, len(self.documents))
-            top = torch.topk(scores, k)
-            ids = [int(i) for i in top.indices]
-            value = {
-                "ids": ids,
-                "documents": [self.documents[i] for i in ids],
-                "scores": top.values.tolist(),
-            }
-            outputs.append(ItemOutput(value, input_tokens=tokens, item_count=k))
+            outputs.append(self._top(p, vec, tokens))
         return outputs
+
+    def _top(self, p: PreparedItem, vec: torch.Tensor, tokens: int) -> ItemOutput:
+        scores = self.index @ vec
+        k = min(p.item.params.top_k, len(self.documents))
+        top = torch.topk(scores, k)
+        ids = [int(i) for i in top.indices]
+        value = {
+            "ids": ids,
+            "documents": [self.documents[i] for i in ids],
+            "scores": top.values.tolist(),
+        }
+        return ItemOutput(value, input_tokens=tokens, item_count=k)
 
 
 class RouterAdapter:
@@ -102,7 +111,7 @@ class RouterAdapter:
             try:
                 label = self.route(require(p, "text", str))
             except InputError as err:
-                outputs.append(ItemOutput(error=str(err)))
+                outputs.append(ItemOutput(error=str(err), field=err.field))
                 continue
             outputs.append(ItemOutput({"label": label}, label=label, item_count=1))
         return outputs
@@ -111,17 +120,22 @@ class RouterAdapter:
 class NoopAdapter:
     """Echoes inputs. ``params.busy_ms`` simulates step work: with ``tick`` (the default) the
     worker keeps heartbeating meanwhile; a replica loaded with ``options={"tick": False}`` holds
-    the worker silently, exactly like a hung step (how tests make a worker hang)."""
+    the worker silently, exactly like a hung step (how tests make a worker hang). One loaded
+    with ``options={"fail": "why"}`` raises in every batch, like a broken model (how tests make
+    a replica fault, whatever its inputs)."""
 
     task = "noop"
 
-    def __init__(self, tick: bool = True) -> None:
+    def __init__(self, tick: bool = True, fail: str | None = None) -> None:
         self.tick = tick
+        self.fail = fail
 
     def memory_mib(self) -> int:
         return 0
 
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
+        if self.fail:
+            raise RuntimeError(self.fail)
         busy_s = max(p.item.params.busy_ms for p in items) / 1000.0
         if busy_s and not self.tick:
             time.sleep(busy_s)

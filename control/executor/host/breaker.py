@@ -2,7 +2,12 @@
 
 Pure state machine (time is passed in as ``now`` seconds). The executor asks ``allow(now)``
 before dispatching a batch to the replica and reports each batch's outcome with
-``record(ok, now)``.
+``record(ok, now)``, or ``settle()`` for a batch that says nothing about the replica.
+
+Only failures about the replica count (``REPLICA_FAULTS``: the model raised, the batch hung).
+A batch whose failed items are all about something else (a bad input of one tenant, an input
+lost with another worker) is not a failure: another tenant's bad text must never open the
+breaker that serves everyone. :func:`batch_outcome` sorts a batch's results that way.
 
 closed --(failure_threshold consecutive failures)--> open --(cooldown_s elapsed)--> half_open
 half_open --(probe succeeds)--> closed;  half_open --(probe fails)--> open (cooldown restarts)
@@ -16,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from control.executor.protocol import BreakerChanged
+from control.executor.protocol import REPLICA_FAULTS, BreakerChanged, ItemResult
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,21 @@ class CircuitBreaker:
                 self.opened_at = now
         return self.state if self.state != before else None
 
+    def settle(self) -> None:
+        """A batch ended that says nothing about the replica (every failure in it was about
+        something else, and nothing ran ok): counts neither way, but a probe is over."""
+        self.probe_in_flight = False
+
+
+def batch_outcome(results: list[ItemResult]) -> bool | None:
+    """What a batch's results say about its replica: False when one failed for a replica
+    fault, True when one succeeded, None when neither (only bad inputs, lost inputs)."""
+    if any(r.cause in REPLICA_FAULTS for r in results):
+        return False
+    if any(r.ok for r in results):
+        return True
+    return None
+
 
 class Breakers:
     """One :class:`CircuitBreaker` per replica, made on first use; a change of state is
@@ -88,8 +108,16 @@ class Breakers:
         return self.of(replica_id).allow(now)
 
     def record(self, replica_id: str, ok: bool, now: float) -> None:
-        """A batch of ``replica_id`` ended (ok: none of its items failed retriable)."""
+        """A batch of ``replica_id`` ended (ok: none of its items failed for a replica fault)."""
         changed = self.of(replica_id).record(ok, now)
         if changed is not None:
             reason = "probe succeeded" if changed == "closed" else "repeated batch failures"
             self._emit(BreakerChanged(replica_id, changed, reason))
+
+    def record_results(self, replica_id: str, results: list[ItemResult], now: float) -> None:
+        """A batch of ``replica_id`` ended with ``results`` (see :func:`batch_outcome`)."""
+        outcome = batch_outcome(results)
+        if outcome is None:
+            self.of(replica_id).settle()
+        else:
+            self.record(replica_id, outcome, now)

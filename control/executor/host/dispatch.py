@@ -224,8 +224,8 @@ class Dispatch:
         if batch is not None:
             self._replicas.table.touch(batch.replica_id, now, -1)
             ran = [r for r in results if r.cause != "cancelled"]
-            if ran:
-                self._breakers.record(batch.replica_id, not any(r.retriable for r in ran), now)
+            if ran:  # only failures about the replica count (never a bad input)
+                self._breakers.record_results(batch.replica_id, ran, now)
 
 
 def failures(

@@ -9,6 +9,7 @@ in :mod:`.work`, what comes back in :mod:`.reports`, the methods a backend imple
 from control.executor.protocol.executor import Executor
 from control.executor.protocol.reports import (
     FAILURE_CAUSES,
+    REPLICA_FAULTS,
     BreakerChanged,
     EventListener,
     ExecutorEvent,
@@ -37,6 +38,7 @@ from control.executor.protocol.work import (
 
 __all__ = [
     "FAILURE_CAUSES",
+    "REPLICA_FAULTS",
     "SOURCE_KINDS",
     "TASKS",
     "Batch",

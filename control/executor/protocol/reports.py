@@ -23,7 +23,8 @@ from control.executor.protocol.work import ExecutorError, StepKey
 #: ``unavailable``: the replica is not loaded, its breaker is open, or an input was lost with
 #: the worker that held it (retriable elsewhere);
 #: ``model_error``: the batch raised inside the model (retriable; repeated ones open the breaker);
-#: ``bad_input``: this item's inputs are unusable (final: running it again cannot help);
+#: ``bad_input``: this item's inputs are unusable (final: running it again cannot help; never
+#: counts toward the replica's breaker; ``ItemResult.field`` names the input when one is to blame);
 #: ``cancelled``: cancelled before it started (final for this submission, never stored: a later
 #: submit of the same key runs).
 FAILURE_CAUSES: tuple[str, ...] = (
@@ -59,12 +60,21 @@ class ItemResult:
     replayed: bool = False  # a duplicate submit answered from the idempotency store
     cause: str | None = None  # why it failed, one of FAILURE_CAUSES (None when ok)
     output: Any = None  # the plain output value, only for items sent with ``return_output``
+    field: str | None = None  # bad_input: the input to blame (``text``, ``documents[3]``)
 
     def __post_init__(self) -> None:
         if self.ok and self.cause is not None:
             raise ExecutorError(f"ItemResult.cause must be None when ok, got {self.cause!r}")
         if self.cause is not None and self.cause not in FAILURE_CAUSES:
             raise ExecutorError(f"ItemResult.cause {self.cause!r} is not one of {FAILURE_CAUSES}")
+
+
+#: Failure causes that are about the replica and count toward its breaker. The others are not:
+#: ``bad_input`` is about one item; ``unavailable`` about another worker (an input lost with
+#: it) or a refusal before the batch ran; ``cancelled`` about nobody; ``worker_down`` is one
+#: crash that its restart handles (the worker reloads its replicas), and counting each batch
+#: it took down would open the reloaded replica's breaker for a single crash.
+REPLICA_FAULTS: frozenset[str] = frozenset({"model_error", "hang"})
 
 
 @dataclass(frozen=True)

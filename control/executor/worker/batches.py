@@ -6,6 +6,12 @@ deadline starts then; not for a batch the host sent to an idle worker and timed 
 the replica's adapter once for the whole batch, keeps each successful output for later steps,
 and reports one :class:`ItemResult` per item with a structured cause for failures.
 
+One item's bad input never fails the others: adapters refuse unusable inputs per item (the
+item's ``bad_input``), and a batch that still raises has its items run again one by one to find
+the one to blame (:func:`~control.executor.worker.isolate.isolate`). A decode loop (continuous
+batching) is not run again item by item (its items may have streamed text already); its inputs
+are checked before it starts.
+
 Continuous batching. An adapter with ``run_continuous`` (generate) runs a decode loop that other
 batches of the SAME replica join at step boundaries. It takes them through ``joinable``, which
 hands over only batches at the head of the worker's inbox: messages still run in arrival order,
@@ -27,6 +33,7 @@ from control.clock import Clock
 from control.executor.adapters.base import PreparedItem
 from control.executor.protocol import Batch, BatchItem, DeviceInfo, InputRef, ItemResult, wire
 from control.executor.worker import payloads
+from control.executor.worker.isolate import isolate, printable
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +102,7 @@ class _Running:
         """The batch raised inside the model: its items fail, retriable (the worker lives)."""
         if self.reported:
             return
+        reason = printable(reason)
         log.warning("batch %s failed: %s", self.batch.batch_id, reason)
         for p in self.items:
             self.results[p.item.idempotency_key] = failed(
@@ -153,7 +161,7 @@ class BatchRunner:
             elif continuous is not None:
                 continuous(first, lambda: self._joiners(batch.replica_id, running))
             else:
-                first.finish(adapter.run(first.items, first.ctx))
+                first.finish(isolate(adapter, first.items, first.ctx, batch.batch_id))
         except Exception as err:  # a failed batch fails its items; the worker lives on
             log.exception("batch %s failed", batch.batch_id)
             for run in running:  # every batch of the loop not yet reported
@@ -196,7 +204,8 @@ class BatchRunner:
         """The result of one item the adapter ran (built in one go: ``replace`` on a failure
         template cost a few us more per item, on the way back to the host)."""
         if out.error is not None:
-            return failed(batch, item, self.device_id, out.error, False, "bad_input")
+            why = printable(out.error)  # it may quote the input
+            return failed(batch, item, self.device_id, why, False, "bad_input", out.field)
         return ItemResult(
             step=item.step,
             idempotency_key=item.idempotency_key,
@@ -216,9 +225,11 @@ class BatchRunner:
 
 
 def failed(
-    batch: Batch, item: BatchItem, device_id: str, reason: str | None, retriable: bool, cause: str
-) -> ItemResult:
-    """The failed result of one item of ``batch`` on this worker."""
+    batch: Batch, item: BatchItem, device_id: str, reason: str | None, retriable: bool, cause: str,
+    field: str | None = None,
+) -> ItemResult:  # fmt: skip
+    """The failed result of one item of ``batch`` on this worker (``field``: the input to blame,
+    for a ``bad_input``)."""
     return ItemResult(
         step=item.step,
         idempotency_key=item.idempotency_key,
@@ -229,4 +240,5 @@ def failed(
         retriable=retriable,
         batch_size=len(batch.items),
         cause=cause,
+        field=field,
     )
