@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import Header
 
 from control.api.auth import Principal
-from control.api.errors import ApiError
+from control.api.errors import ApiError, Problem
 from control.api.ports import Inference
 from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
@@ -98,9 +98,12 @@ async def settled(gw: Gateway, run_id: str, timeout_s: float) -> RequestRecord:
     return record
 
 
-def raise_for_outcome(record: RequestRecord) -> None:
+def raise_for_outcome(record: RequestRecord, fields: Mapping[str, str] | None = None) -> None:
     """Errors for runs that did not succeed: 429 for a rejection (with Retry-After from the
-    core's decision), 503 when no device could serve, 502 for any other failure."""
+    core's decision), 422 naming the field when the run's fault class is ``bad_input`` (the
+    caller's input is unusable: retrying cannot help), 503 when no device could serve, 502 for
+    any other failure. ``fields`` renames the run's input (``inputs.text``) to the route's
+    (``input[2]``)."""
     if record.status == "succeeded":
         return
     result = record.result or {}
@@ -113,9 +116,24 @@ def raise_for_outcome(record: RequestRecord) -> None:
             headers={"Retry-After": str(max(1, math.ceil(retry)))},
         )
     error = record.error or "the run failed"
+    if result.get("fault") == "bad_input":
+        raise _bad_input(record, error, fields or {})
     if "no healthy" in error or "device" in error and "down" in error:
         raise ApiError(503, "no_capacity", f"run {record.id} could not be served: {error}")
     raise ApiError(502, "run_failed", f"run {record.id} {record.status}: {error}")
+
+
+def _bad_input(record: RequestRecord, error: str, fields: Mapping[str, str]) -> ApiError:
+    """The 422 of a run that failed on an unusable input (``bad_input``)."""
+    field = (record.result or {}).get("field")
+    if isinstance(field, str):
+        name, bracket, rest = field.partition("[")
+        field = fields[name] + bracket + rest if name in fields else field
+    else:
+        field = None
+    problems = [Problem(location=field, message=error)] if field is not None else []
+    return ApiError(422, "bad_input", f"run {record.id} {record.status}: {error}", field=field,
+                    problems=problems)  # fmt: skip
 
 
 def run_out(record: RequestRecord) -> RunOut:

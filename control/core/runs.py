@@ -172,6 +172,15 @@ def on_item_done(
                    now)  # fmt: skip
         return
     error = (result.error if result is not None else None) or "step failed"
+    if result is not None and result.fault == "bad_input":  # final: a retry cannot help
+        run.dag_run.on_step_failed(step.key, error, final=True)
+        if run.dag_run.status == "failed":
+            run.fault = "bad_input"
+            if result.field is not None:
+                run.fault_field = run.dag_run.dag.caller_field(step.ref.node_id, result.field)
+            reason = run.dag_run.error or error
+            finish(pol, runs, cluster, queues, log, run, "failed", reason, reason, now)
+        return
     fail_step(pol, runs, cluster, queues, log, step, error, now)
 
 
@@ -224,7 +233,8 @@ def finish(
     rid = run.request.request_id
     if preempted:
         log.emit(Preempt(rid, tuple(in_flight), reason))
-    log.emit(RunFinished(rid, status, outputs, error, reason))
+    fault = run.fault if status == "failed" else None
+    log.emit(RunFinished(rid, status, outputs, error, reason, fault, run.fault_field))
     pol.tenancy.release(rid, run.used_tokens, run.used_cost_units, now)
     runs.active.pop(rid, None)
     runs.finished.append(run)

@@ -202,3 +202,5 @@ class RunRecord:
     used_cost_units: int = 0
     finished: bool = False
     status: str = "running"
+    fault: str | None = None  # ``bad_input``: an unusable input failed the run,
+    fault_field: str | None = None  # this one (as the caller names it), when known

@@ -184,6 +184,9 @@ class StepResult:
     route_label: str | None = None  # a router's chosen branch label
     item_count: int | None = None  # a split source's number of items (feeds a map node)
     error: str | None = None
+    #: why it failed, when the executor said (its ``ItemResult.cause``); ``bad_input`` is final
+    fault: str | None = None
+    field: str | None = None  # bad_input: the node input to blame (``text``, ``documents[3]``)
 
 
 @value

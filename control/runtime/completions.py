@@ -217,4 +217,6 @@ def _step_result(key: str, r: ItemResult) -> StepResult:
         route_label=r.label,
         item_count=r.item_count if r.ok else None,
         error=r.error,
+        fault=r.cause,
+        field=r.field,
     )

@@ -92,7 +92,9 @@ class RunEnds:
             return
         wall_s = self.clock.monotonic() - run.submitted_at
         self.later(self.metrics.run_done, run.request.workflow, status, wall_s)
-        result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage))
+        fault, field = (a.fault, a.field) if status == "failed" else (None, None)
+        result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage),
+                           None, fault, field)  # fmt: skip
         run.handle.resolve(result)
 
     def _release(self, run_id: str) -> None:

@@ -71,6 +71,8 @@ class RunResult:
     reason: str
     usage: tuple[UsageRecord, ...] = ()
     retry_after_s: float | None = None  # set for rejections
+    fault: str | None = None  # failed: ``bad_input`` when the caller's input is to blame
+    field: str | None = None  # then the input to blame (``inputs.text``), when known
 
     @property
     def ok(self) -> bool:

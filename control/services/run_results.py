@@ -148,4 +148,7 @@ def result_body(
     if status == "succeeded":
         body["outputs"] = outputs
         return status, body, None
+    if result.fault is not None:  # the fault class decides the caller's answer (a 422)
+        body["fault"] = result.fault
+        body["field"] = result.field
     return status, body, result.error or result.reason or f"run {result.status}"

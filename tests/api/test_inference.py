@@ -367,7 +367,9 @@ async def test_failed_run_is_billed_only_for_completed_steps(live, acme):
     services = live[1]
     body = {"inputs": {"query": "q", "documents": ["a", "b"], "prompt": ["not", "text"]}}
     r = await acme.post("/v1/workflows/fragile/versions/1/runs", json=body)
-    assert r.status_code == 502, r.text
+    # an input the model cannot take is the caller's to fix (issue 22): 422 naming it, not 502
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "inputs.prompt" and r.json()["error"] == "bad_input"
     run_id = r.json()["detail"].split()[1]
     run = (await acme.get(f"/v1/runs/{run_id}")).json()
     assert run["status"] == "failed" and run["error"]

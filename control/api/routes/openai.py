@@ -57,13 +57,13 @@ async def _find_model(gw: Gateway, wanted: str, task: str) -> ModelRecord:
 
 async def _one(
     gw: Gateway, who: Principal, model: ModelRecord, payload: Mapping[str, Any],
-    digest: str, key: str | None, max_tokens: int = 0,
+    digest: str, key: str | None, max_tokens: int = 0, fields: dict[str, str] | None = None,
 ) -> RequestRecord:  # fmt: skip
     started = await start_run(gw, who, (single_model_name(model.name), model.version), payload,
                               digest, key, max_output_tokens=max_tokens,
                               announce_at_end=True)  # fmt: skip
     record = await settled(gw, started.request.id, gw.config.sync_timeout_s)
-    raise_for_outcome(record)
+    raise_for_outcome(record, fields)  # a bad input is named as this route's field
     return record
 
 
@@ -112,7 +112,8 @@ async def embeddings(
     digest = body_hash("/v1/embeddings", body.model_dump())
     runs = [
         _one(gw, who, model, {"text": t}, f"{digest[:56]}{i:08d}",
-             None if key is None else f"{key}#{i}")
+             None if key is None else f"{key}#{i}",
+             fields={"inputs.text": "input" if isinstance(body.input, str) else f"input[{i}]"})
         for i, t in enumerate(texts)
     ]  # fmt: skip
     # one text (the common call) is awaited directly: gather would add a task and a loop turn
@@ -163,7 +164,7 @@ async def chat_completions(
         return StreamingResponse(_chunks(gw, run_id, name, True, body.max_tokens),  # type: ignore[return-value]
                                  media_type="text/event-stream")  # fmt: skip
     record = await settled(gw, run_id, gw.config.sync_timeout_s)
-    raise_for_outcome(record)
+    raise_for_outcome(record, {"inputs.prompt": "messages"})
     text = str(_outputs(record).get("text") or "")
     choice = s.ChatChoice(index=0, message=s.ChatMessage(role="assistant", content=text),
                           finish_reason=_finish_reason(record, body.max_tokens))  # fmt: skip
@@ -182,7 +183,7 @@ async def completions(
         return StreamingResponse(_chunks(gw, run_id, name, False, body.max_tokens),  # type: ignore[return-value]
                                  media_type="text/event-stream")  # fmt: skip
     record = await settled(gw, run_id, gw.config.sync_timeout_s)
-    raise_for_outcome(record)
+    raise_for_outcome(record, {"inputs.prompt": "prompt"})
     choice = s.CompletionChoice(index=0, text=str(_outputs(record).get("text") or ""),
                                 finish_reason=_finish_reason(record, body.max_tokens))  # fmt: skip
     return s.Completion(id=f"cmpl-{run_id}", created=_created(record), model=name,
@@ -232,7 +233,9 @@ async def rerank(
     gw = gateway(request)
     model = await _find_model(gw, body.model, "rerank")
     payload = {"query": body.query, "documents": list(body.documents)}
-    record = await _one(gw, who, model, payload, body_hash("/v1/rerank", body.model_dump()), key)
+    fields = {"inputs.query": "query", "inputs.documents": "documents"}
+    record = await _one(gw, who, model, payload, body_hash("/v1/rerank", body.model_dump()), key,
+                        fields=fields)  # fmt: skip
     outputs = _outputs(record)
     ranked = [str(d) for d in outputs.get("documents") or []]
     scores = outputs.get("scores")  # per input document, when the workflow exposes them

@@ -31,3 +31,7 @@ class RunFinished:
     outputs: Mapping[str, tuple[InputRef, ...]]
     error: str | None
     reason: str
+    #: a failed run's fault class when one step's failure decided it (``bad_input``: the run's
+    #: input is unusable, the caller's to fix) and the input to blame (``inputs.text``)
+    fault: str | None = None
+    field: str | None = None

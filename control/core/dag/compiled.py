@@ -108,3 +108,13 @@ class CompiledDag:
             path.append(cur)
             cur = best[cur][1]
         return tuple(reversed(path)), best[end][0]
+
+    def caller_field(self, node_id: str, port: str) -> str:
+        """Input ``port`` of ``node_id`` (``text``, ``documents[3]``) as the caller names it:
+        ``inputs.<name>`` when a workflow input feeds it (``inputs.docs[3]``), else
+        ``<node>.<port>`` (fed by another node's output)."""
+        name, bracket, rest = port.partition("[")
+        for e in self.in_edges.get(node_id, []):
+            if e.source == INPUT_NODE and e.target_field == name:
+                return f"inputs.{e.source_field}{bracket}{rest}"
+        return f"{node_id}.{port}"

@@ -119,17 +119,19 @@ class DagRun:
             self._set_terminal(node_id, NodeState.DONE)
         return True
 
-    def on_step_failed(self, key: str, error: str) -> StepRef | None:
+    def on_step_failed(self, key: str, error: str, final: bool = False) -> StepRef | None:
         """Record a failed attempt. Returns the retry (same idempotency key) while the node's
-        retry budget lasts; otherwise fails the node and the run and returns None."""
+        retry budget lasts and the failure is not ``final`` (an unusable input: no retry can
+        help); otherwise fails the node and the run and returns None."""
         step = self.live.pop(key, None)
         if step is None or self.ended:
             return None
         node = self.dag.nodes[step.node_id]
         # attempts lost with their device are the system's to retry, not the workflow's
-        if step.attempt - step.losses <= node.retries:
+        if not final and step.attempt - step.losses <= node.retries:
             return self._new_step(node, step.chunk, step.attempt + 1, step.losses)
-        self._fail(step, f"failed after {step.attempt} attempt(s): {error}")
+        self._fail(step, f"has an unusable input: {error}" if final else
+                   f"failed after {step.attempt} attempt(s): {error}")  # fmt: skip
         return None
 
     def on_step_lost(self, key: str, error: str, max_losses: int) -> StepRef | None:
