@@ -7,11 +7,14 @@ drivers, services and CLI read them once and pass values down.
 
 from __future__ import annotations
 
+import json
+import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -41,6 +44,23 @@ class Settings(BaseSettings):
         ge=1,
         description="CPU worker processes on a machine without CUDA. Default: one per core.",
     )
+
+    model_source_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Folders under which models registered with weights_source=path must lie "
+        "(symlinks resolved), separated by the path separator (':'); anything else is refused. "
+        "Default: <var_dir> and the folders of the installed model packages.",
+    )
+
+    @field_validator("model_source_roots", mode="before")
+    @classmethod
+    def _split_roots(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: "a:b" (a JSON list works too)
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return value
 
     def resolved_database_url(self) -> str:
         """The database URL to use: the explicit one, else the SQLite file under ``var_dir``."""

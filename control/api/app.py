@@ -1,7 +1,7 @@
 """The app factory: one FastAPI app over a services bundle and, when given, the live parts.
 
-``create_app`` wires auth, the error mapping, the body-size limit, metrics and every router
-over what it is given; it builds and starts nothing live. The composition root
+``create_app`` wires auth, the error mapping, the body-size and JSON limits, metrics and every
+router over what it is given; it builds and starts nothing live. The composition root
 (``control.wiring.gateway``) builds the live parts in order and passes them in, with a
 ``lifespan`` that starts and stops them around the app's life.
 """
@@ -18,6 +18,7 @@ from control.api import crud
 from control.api.auth import KeyCache
 from control.api.errors import install_error_handlers
 from control.api.hot_routes import HotRoute, HotRoutes, HotTable
+from control.api.json_guard import JsonGuard
 from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
@@ -74,6 +75,7 @@ def create_app(
     if config.hot_routes:  # innermost of ours: inside the size limit and the metrics
         app.state.hot_routes = HotTable(hot)
         app.add_middleware(HotRoutes, table=app.state.hot_routes, handlers=app.exception_handlers)
+    app.add_middleware(JsonGuard, max_depth=config.max_json_depth)  # inside the size limit
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

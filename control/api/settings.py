@@ -28,6 +28,13 @@ class GatewaySettings(BaseSettings):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (413 above)."
     )
+    max_json_depth: int = Field(
+        64,
+        ge=2,
+        le=512,
+        description="Deepest nesting of arrays and objects a JSON body or WebSocket message "
+        "may have (422 above).",
+    )
     sync_timeout_s: float = Field(
         60.0, gt=0, description="Default time a synchronous run may take before a 504."
     )
@@ -51,6 +58,7 @@ class GatewayConfig:
 
     admin_token: str | None = None
     max_body_bytes: int = 1_048_576
+    max_json_depth: int = 64
     sync_timeout_s: float = 60.0
     max_wait_s: float = 60.0
     key_cache_ttl_s: float = 2.0
@@ -61,6 +69,8 @@ class GatewayConfig:
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes={self.max_body_bytes}: must be >= 1024")
+        if not 2 <= self.max_json_depth <= 512:
+            raise ValueError(f"max_json_depth={self.max_json_depth}: must be in 2..512")
         if self.sync_timeout_s <= 0 or self.max_wait_s <= 0:
             raise ValueError("sync_timeout_s and max_wait_s must be > 0")
         if self.key_cache_ttl_s < 0:
@@ -73,6 +83,7 @@ def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfi
     return GatewayConfig(
         admin_token=token or None,
         max_body_bytes=gateway.max_body_bytes,
+        max_json_depth=gateway.max_json_depth,
         sync_timeout_s=gateway.sync_timeout_s,
         max_wait_s=gateway.max_wait_s,
         key_cache_ttl_s=gateway.key_cache_ttl_s,

@@ -11,9 +11,10 @@ it from the settings for the product (``control.wiring.services``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -60,13 +61,16 @@ def build_services(
     clock: Callable[[], datetime] = utcnow,
     workflow_validator: SpecValidator | None = None,
     key_pepper: bytes = b"",
+    model_source_roots: Iterable[Path | str] | None = None,
 ) -> Services:
     """Every service over ``factory``. ``workflow_validator`` checks DAG specs (the core's);
-    ``key_pepper`` keys API-key digests (a server secret, never stored in the database)."""
+    ``key_pepper`` keys API-key digests (a server secret, never stored in the database);
+    ``model_source_roots``: the folders local model weights must lie under (default: the
+    settings' ``model_source_roots``)."""
     return Services(
         nodes=NodeService(factory, clock),
         devices=DeviceService(factory, clock),
-        models=ModelService(factory, clock),
+        models=ModelService(factory, clock, source_roots=model_source_roots),
         latency_profiles=LatencyProfileService(factory, clock),
         plans=PlacementPlanService(factory, clock),
         placements=PlacementService(factory, clock),

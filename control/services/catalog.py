@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
+from control.clock import utcnow
+from control.config import get_settings
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import ValidationError
+from control.services.model_sources import SourceRoots, configured_roots
 from control.store import records as rec
 from control.store import repositories as repo
 from db import vocab
 
 
 class ModelService(CrudService[rec.ModelRecord]):
-    """Models; name + version is unique. Sizes in MiB, load time in ms, cost in milli-units."""
+    """Models; name + version is unique. Sizes in MiB, load time in ms, cost in milli-units.
+
+    A model with ``weights_source=path`` must name a folder under ``source_roots`` (default:
+    the settings' ``model_source_roots``, see :mod:`control.services.model_sources`), checked
+    whenever a create or update sets the source or the location.
+    """
 
     entity = "model"
     repository = repo.ModelRepository
@@ -40,6 +50,25 @@ class ModelService(CrudService[rec.ModelRecord]):
     unique_keys = (("name", "version"),)
     retired_status = "retired"
 
+    def __init__(
+        self,
+        factory: sessionmaker[Session],
+        clock: Callable[[], datetime] = utcnow,
+        *,
+        source_roots: Iterable[Path | str] | None = None,
+    ) -> None:
+        super().__init__(factory, clock)
+        self._roots_given = None if source_roots is None else tuple(source_roots)
+        self._roots: SourceRoots | None = None
+
+    def source_roots(self) -> SourceRoots:
+        """The roots local model folders must lie under (read from the settings on first use
+        when none were given)."""
+        if self._roots is None:
+            given = self._roots_given
+            self._roots = SourceRoots(configured_roots(get_settings()) if given is None else given)
+        return self._roots
+
     def _check_values(self, values: Mapping[str, Any]) -> None:
         # a create always names the task; an update is caught here when it sends both fields
         if "task" in values:
@@ -52,6 +81,9 @@ class ModelService(CrudService[rec.ModelRecord]):
         changed = [k for k, v in merged.items() if current is None or getattr(current, k) != v]
         continuous_batching_allowed(merged, changed=changed)
         prefill_chunking_allowed(merged, changed=changed)
+        moved = "weights_source" in changed or "weights_location" in changed
+        if moved and merged.get("weights_source") == "path":
+            self.source_roots().confine("weights_location", merged.get("weights_location"))
 
 
 class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):

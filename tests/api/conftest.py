@@ -32,11 +32,14 @@ class Stack:
 
 
 def build_stack(db_file: Path, template: Path, **app_kwargs) -> Stack:
+    """The app over a copy of ``template``; ``model_source_roots`` (default: the settings')
+    goes to the services, every other keyword to the app factory."""
     shutil.copyfile(template, db_file)
     factory = make_session_factory(make_engine(f"sqlite:///{db_file}"))
     services = build_services(
-        factory, workflow_validator=make_spec_validator(factory), key_pepper=PEPPER
-    )
+        factory, workflow_validator=make_spec_validator(factory), key_pepper=PEPPER,
+        model_source_roots=app_kwargs.pop("model_source_roots", None),
+    )  # fmt: skip
     config = app_kwargs.pop("config", GatewayConfig(admin_token=ADMIN_TOKEN, max_body_bytes=4096))
     app = create_app(services, config, spec_validator=make_spec_validator(factory), **app_kwargs)
     return Stack(factory, services, app)

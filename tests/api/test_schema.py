@@ -2,8 +2,10 @@
 get no 5xx and no response that contradicts the document (status, content type, body schema,
 headers). Bounded: a few examples per operation, a few hundred in all.
 
-Routes that need the live runtime (inference runs, the snapshot) are left out here: without it
-they answer 503 by design; the live tests cover them. The twin's engine is a fake.
+Routes that need the live runtime (inference runs, the snapshot, rollout and test runs) are
+left out here: without it they answer 503 by design; ``test_schema_live.py`` fuzzes them over a
+live runtime with tiny models, so that the two together cover the whole document (tenant and
+admin routes, each with its credential). The twin's engine is a fake.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -14,7 +16,9 @@ def clock() -> StepClock:
 
 @pytest.fixture
 def services(session_factory: sessionmaker[Session], clock: StepClock) -> Services:
-    return build_services(session_factory, clock=clock, key_pepper=b"test-pepper")
+    # the service tests register local model folders under /models (nothing is read there)
+    return build_services(session_factory, clock=clock, key_pepper=b"test-pepper",
+                          model_source_roots=[Path("/models")])  # fmt: skip
 
 
 @pytest.fixture

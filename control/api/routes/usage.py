@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from control.api.deps import AnyoneDep, GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES, ApiError
 from control.api.pagination import PageParams
-from control.api.schemas.common import MAX_INT
+from control.api.schemas.common import MAX_INT, UtcDateTime
 from control.api.schemas.records import UsageOut, UsageReport, UsageTotals
 from control.api.state import Gateway
 from control.services.errors import NotFound
@@ -55,8 +55,12 @@ def _report(
 
 TenantQuery = Annotated[int | None, Query(ge=1, le=MAX_INT, description="admin only")]
 RequestQuery = Annotated[str | None, Query(min_length=1, max_length=64)]
-Since = Annotated[datetime | None, Query(description="entries recorded at or after")]
-Until = Annotated[datetime | None, Query(description="entries recorded before")]
+Since = Annotated[
+    UtcDateTime | None, Query(description="entries recorded at or after (UTC without a zone)")
+]
+Until = Annotated[
+    UtcDateTime | None, Query(description="entries recorded before (UTC without a zone)")
+]
 
 
 @router.get("/v1/usage")

@@ -6,10 +6,16 @@ Authenticate on the handshake with ``Authorization: Bearer <tenant key>`` (or a 
 answers ``{"type": "accepted", "run_id"}``, ``{"type": "token", ...}`` per streamed delta and
 ``{"type": "result", "run": {...}}`` at the end, or ``{"type": "error", "status", "error",
 "detail"}``. A bad credential closes the socket with code 1008.
+
+Every message must be JSON text (the HTTP routes' limits apply: at most ``max_body_bytes``,
+nesting at most ``max_json_depth``, no lone surrogate). One that is not gets an ``error``
+message naming what is wrong, then a close frame with a reason: 1003 for a binary message,
+1009 for one too large, 1007 for any other (not JSON, too deep, undecodable text).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -17,20 +23,66 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from control.api.auth import Principal, authenticate
 from control.api.deps import GatewayDep
-from control.api.errors import ApiError, domain_body
+from control.api.errors import ApiError, ErrorBody, domain_body
+from control.api.json_guard import json_problem
 from control.api.running import body_hash, run_out, start_run
 from control.api.state import Gateway
 from control.services.errors import DomainError
 
 router = APIRouter()
 POLICY_VIOLATION = 1008
+UNSUPPORTED_DATA = 1003
+INVALID_PAYLOAD = 1007
+TOO_BIG = 1009
 
 
-async def _authenticate(ws: WebSocket) -> Principal | None:
+class _Refused(Exception):
+    """A message the protocol cannot take: answered with ``body``, then closed with ``code``."""
+
+    def __init__(self, code: int, status: int, body: ErrorBody) -> None:
+        super().__init__(body.detail)
+        self.code = code
+        self.status = status
+        self.body = body
+
+
+class _Gone(Exception):
+    """The client closed the socket."""
+
+
+async def _next_message(ws: WebSocket, gw: Gateway) -> Any:
+    """The next message, parsed from JSON text. Raises _Gone when the client left, _Refused
+    for a message that is binary, too large, not JSON, too deep or holds a lone surrogate."""
+    message = await ws.receive()
+    if message["type"] == "websocket.disconnect":
+        raise _Gone()
+    text = message.get("text")
+    if text is None:
+        raise _Refused(UNSUPPORTED_DATA, 422, ErrorBody(
+            error="invalid_message", detail="send JSON text messages, not binary ones",
+            field="message"))  # fmt: skip
+    raw = text.encode("utf-8", "surrogatepass")
+    limit = gw.config.max_body_bytes
+    if len(raw) > limit:
+        raise _Refused(TOO_BIG, 413, ErrorBody(
+            error="message_too_large", field="message",
+            detail=f"the message is larger than {limit} bytes (the limit, max_body_bytes)"))  # fmt: skip
+    problem = json_problem(raw, gw.config.max_json_depth, root="message")
+    if problem is not None:
+        raise _Refused(INVALID_PAYLOAD, 422, problem)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise _Refused(INVALID_PAYLOAD, 422, ErrorBody(
+            error="invalid_json", field="message",
+            detail=f"the message is not JSON ({exc}); send a JSON object")) from None  # fmt: skip
+
+
+async def _authenticate(ws: WebSocket, gw: Gateway) -> Principal | None:
     header = ws.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not token or scheme.lower() != "bearer":
-        first = await ws.receive_json()
+        first = await _next_message(ws, gw)
         token = str(first.get("token", "")) if isinstance(first, dict) else ""
     try:
         who = await authenticate(ws, HTTPAuthorizationCredentials(scheme="Bearer",
@@ -63,22 +115,37 @@ async def _one_run(ws: WebSocket, gw: Gateway, who: Principal, msg: dict[str, An
     await ws.send_json({"type": "result", "run": run_out(record).model_dump(mode="json")})
 
 
+async def _serve(ws: WebSocket, gw: Gateway, who: Principal) -> None:
+    """Run each message's workflow in turn until the client leaves (_Gone) or sends one the
+    protocol refuses (_Refused)."""
+    while True:
+        msg = await _next_message(ws, gw)
+        try:
+            await _one_run(ws, gw, who, msg if isinstance(msg, dict) else {})
+        except ApiError as exc:
+            await ws.send_json({"type": "error", "status": exc.status, **exc.body.model_dump()})
+        except DomainError as exc:
+            status, body = domain_body(exc)
+            await ws.send_json({"type": "error", "status": status, **body.model_dump()})
+
+
 @router.websocket("/v1/runs/ws")
 async def runs_socket(ws: WebSocket, gw: GatewayDep) -> None:
     await ws.accept()
-    who = await _authenticate(ws)
-    if who is None:
-        await ws.close(code=POLICY_VIOLATION, reason="invalid credentials")
-        return
     try:
-        while True:
-            msg = await ws.receive_json()
-            try:
-                await _one_run(ws, gw, who, msg if isinstance(msg, dict) else {})
-            except ApiError as exc:
-                await ws.send_json({"type": "error", "status": exc.status, **exc.body.model_dump()})
-            except DomainError as exc:
-                status, body = domain_body(exc)
-                await ws.send_json({"type": "error", "status": status, **body.model_dump()})
-    except WebSocketDisconnect:
+        who = await _authenticate(ws, gw)
+        if who is None:
+            await ws.close(code=POLICY_VIOLATION, reason="invalid credentials")
+            return
+        await _serve(ws, gw, who)
+    except _Refused as exc:
+        await ws.send_json({"type": "error", "status": exc.status, **exc.body.model_dump()})
+        await ws.close(code=exc.code, reason=_reason(exc.body.detail))
+    except (_Gone, WebSocketDisconnect):
         return
+
+
+def _reason(detail: str) -> str:
+    """A close reason within the protocol's 123 bytes."""
+    data = detail.encode()
+    return detail if len(data) <= 123 else data[:120].decode(errors="ignore") + "..."

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from control.api.schemas.common import Body, Dto, Id
+from control.api.schemas.common import Body, Dto, Id, UtcDateTime
 from db import vocab
 
 RequestStatus = Literal[vocab.REQUEST_STATUSES]  # type: ignore[valid-type]
@@ -89,8 +89,10 @@ class AuditFilter(BaseModel):
     entity_id: str | None = Field(None, max_length=64)
     actor: str | None = Field(None, max_length=200)
     action: str | None = Field(None, max_length=32)
-    since: datetime | None = Field(None, description="records at or after this time")
-    until: datetime | None = Field(None, description="records before this time")
+    since: UtcDateTime | None = Field(None, description="records at or after this time (UTC "
+                                      "when no zone is given)")  # fmt: skip
+    until: UtcDateTime | None = Field(None, description="records before this time (UTC when "
+                                      "no zone is given)")  # fmt: skip
 
 
 class WhatIfOut(Dto):

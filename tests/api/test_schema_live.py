@@ -1,0 +1,110 @@
+"""Schemathesis over the routes that need the live runtime (the inference routes, the live
+snapshot, plan rollout and rollback, workflow test runs): generated, authenticated requests to
+the real app over a live runtime and a real executor with tiny models get no 5xx and no
+response that contradicts the OpenAPI document. Together with ``test_schema.py`` (every other
+route, without a runtime) this covers the whole document but one operation: starting a
+fidelity validation (``POST /admin/fidelity/runs``), which launches a minute-long validation
+process per call and has its own tests.
+
+Bounded: a few examples per operation (the whole module well under two minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+import pytest_asyncio
+import schemathesis
+import uvicorn
+from hypothesis import HealthCheck, given, settings
+
+from control.api.settings import GatewayConfig
+from control.executor import sources
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.protocol import DeviceInfo
+from control.runtime.live import RuntimeConfig
+from control.services import build_services
+from control.services.workflow_validation import make_spec_validator
+from control.wiring.gateway import gateway_app
+from control.wiring.live import LiveOptions
+from db.session import make_engine, make_session_factory
+from tests.api.conftest import ADMIN_TOKEN, PEPPER
+from tests.api.test_inference import REFS, _seed
+from tests.api.test_schema import CHECKS, NEEDS_RUNTIME, POSTS_NEEDING_RUNTIME
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
+FIDELITY_RUN = r"^/admin/fidelity/runs$"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def live_schema(tmp_path_factory, _sqlite_template):
+    root = tmp_path_factory.mktemp("schema-live")
+    cache = root / "models"
+    for arch in ("gpt2", "bert"):
+        sources.ensure_tiny(arch, cache)
+    shutil.copyfile(_sqlite_template, root / "legato.db")
+    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
+    validator = make_spec_validator(factory)
+    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
+    ids = _seed(services)
+    key = services.api_keys.create_key("test", ids["acme"]).plaintext
+    executor = LocalExecutor(
+        ExecutorConfig(heartbeat_s=1.0, cache_dir=str(cache), use_cuda=False, poll_queue=False),
+        [DeviceInfo("cpu:0", "cpu", 0, 1024, 0)],
+    )
+    options = LiveOptions(model_refs=REFS, runtime=RuntimeConfig(sample_every_s=0.5))
+    config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=20, max_wait_s=5)
+    app = gateway_app(services, config, executor, options, spec_validator=validator,
+                      start_with_app=False)  # fmt: skip
+    inference = app.state.gateway.inference
+    await inference.start()
+    # A real server on this loop (the runtime's): schemathesis's ASGI transport would run the
+    # app on a loop of its own per call.
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                           lifespan="off"))  # fmt: skip
+    serving = asyncio.get_running_loop().create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    schema = schemathesis.openapi.from_dict(app.openapi())
+    # (the GET siblings of the runtime POSTs come along: they are fuzzed twice, harmlessly)
+    runtime_only = schema.include(path_regex=f"{NEEDS_RUNTIME}|{POSTS_NEEDING_RUNTIME}")
+    yield runtime_only.exclude(path_regex=FIDELITY_RUN), key, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await serving
+    await inference.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _fuzz(operation, base_url: str, headers: dict[str, str]):
+    @settings(max_examples=4, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(operation.as_strategy())
+    def check(case) -> None:
+        case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS, timeout=60)
+
+    return check
+
+
+def _fuzz_all(schema, base_url: str, tenant_key: str) -> tuple[int, list[str]]:
+    """Fuzz every operation (blocking: run it off the server's loop); each failure listed."""
+    failures: list[str] = []
+    count = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        token = ADMIN_TOKEN if operation.path.startswith("/admin") else tenant_key
+        try:
+            _fuzz(operation, base_url, {"Authorization": f"Bearer {token}"})()
+        except Exception as exc:  # collect every operation's failure, then report them all
+            failures.append(f"{operation.method.upper()} {operation.path}: {exc}"[:2000])
+        count += 1
+    return count, failures
+
+
+async def test_runtime_routes_give_no_server_errors_and_no_schema_violations(live_schema):
+    schema, tenant_key, base_url = live_schema
+    count, failures = await asyncio.to_thread(_fuzz_all, schema, base_url, tenant_key)
+    assert count >= 8
+    assert not failures, "\n\n".join(failures)
