@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     api_port: int = Field(8700, ge=1, le=65535, description="Port of the API gateway.")
     console_port: int = Field(8701, ge=1, le=65535, description="Port of the Streamlit console.")
     torch_threads: int = Field(1, ge=1, description="torch threads per executor worker.")
+    worker_missed_heartbeats: int = Field(
+        6,
+        ge=2,
+        description="Heartbeats (0.5 s apart) an executor worker may miss in a row before it "
+        "can be judged hung; even then only if its process used no CPU meanwhile.",
+    )
     cpu_worker_slots: int | None = Field(
         None,
         ge=1,

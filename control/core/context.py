@@ -16,7 +16,17 @@ from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
 from control.core.cluster import Cluster
 from control.core.latency import LatencyModel
-from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
+from control.core.parts import (
+    REQUEST_IDS_KEPT_S,
+    ActionLog,
+    Catalog,
+    Ids,
+    Inbox,
+    Queues,
+    Rollouts,
+    Runs,
+    Timers,
+)
 from control.core.routing.base import RoutingPolicy
 from control.core.routing.predicted_completion import PredictedCompletionConfig
 from control.core.routing.stealing import StealConfig
@@ -53,6 +63,14 @@ class CoreConfig:
         default_factory=BindingConfig,
         metadata={"help": "late binding: when ready steps are bound to a replica queue"},
     )
+    request_ids_kept_s: float = field(
+        default=REQUEST_IDS_KEPT_S,
+        metadata={
+            "help": "how long (core seconds) a submitted request id is remembered to refuse "
+            "a duplicate submission (longer than any retry or idempotency wait; an active "
+            "run's id is refused while it runs): a bounded window, not every id ever seen"
+        },
+    )
     max_device_loss_retries: int = field(
         default=3,
         metadata={
@@ -63,6 +81,8 @@ class CoreConfig:
     )
 
     def __post_init__(self) -> None:
+        if not self.request_ids_kept_s > 0:
+            raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
         if self.max_device_loss_retries < 0:
             raise ValueError(
                 f"max_device_loss_retries must be >= 0, got {self.max_device_loss_retries!r}"
@@ -105,7 +125,7 @@ class CoreState:
     def __init__(self, pol: Policies) -> None:
         self.pol = pol
         self.catalog = Catalog()
-        self.inbox = Inbox()
+        self.inbox = Inbox(pol.config.request_ids_kept_s)
         self.runs = Runs(pol.config.finished_runs_kept)
         self.cluster = Cluster()
         self.queues = Queues()

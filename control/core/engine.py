@@ -94,14 +94,15 @@ class ControlCore:
 
     # ----- recording (no decisions)
     def submit(self, req: Request, now: float) -> None:
-        """Record a request; admission happens at the next ``step``."""
+        """Record a request; admission happens at the next ``step``. A request id seen
+        within ``request_ids_kept_s`` of ``now``, or of a run still active, is a duplicate."""
         st = self._st
         inbox = st.inbox
-        if req.request_id in inbox.seen_requests:
+        if req.request_id in inbox.seen_requests or req.request_id in st.runs.active:
             raise DuplicateRequestError(req.request_id)
         if req.workflow not in st.catalog.workflows:
             raise UnknownWorkflowError(req.workflow)
-        inbox.seen_requests.add(req.request_id)
+        inbox.seen_requests.add(req.request_id, now)
         inbox.submitted.append((req, now))
 
     def complete(self, result: BatchResult, now: float) -> None:

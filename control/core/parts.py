@@ -27,6 +27,11 @@ from control.core.routing.base import RoutingContext
 from control.core.routing.transfer import TransferCosts
 from control.core.state import QueuedStep, RunRecord
 from control.core.types import BatchResult, ModelSpec, Request
+from control.core.window import RecentKeys
+
+#: How long (core seconds) a request id is remembered after its submission for the duplicate
+#: check (an active run's id is refused for as long as it runs, see ``ControlCore.submit``).
+REQUEST_IDS_KEPT_S = 900.0
 
 #: A canary split: model key -> (served version, integer weight) pairs.
 Splits = dict[str, tuple[tuple[str, int], ...]]
@@ -54,14 +59,15 @@ class Catalog:
 
 class Inbox:
     """What the drivers recorded since the last step (``submit``, ``complete``, the fleet and
-    placement events that need decisions), and every request id ever submitted."""
+    placement events that need decisions), and the request ids submitted within the last
+    ``request_ids_kept_s`` of core time (a bounded window, not every id ever seen)."""
 
-    def __init__(self) -> None:
+    def __init__(self, request_ids_kept_s: float = REQUEST_IDS_KEPT_S) -> None:
         self.submitted: list[tuple[Request, float]] = []
         self.completed: list[tuple[BatchResult, float]] = []
         self.deferred: list[object] = []  # fleet events applied at the next step
         self.placement_events: list[object] = []  # PlacementChanged / RollbackRequested
-        self.seen_requests: set[str] = set()
+        self.seen_requests = RecentKeys(request_ids_kept_s)
 
 
 class Runs:

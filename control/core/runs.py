@@ -82,7 +82,7 @@ def admit(
     if not isinstance(decision, Admitted):
         log.emit(Reject(req.request_id, decision.reason, decision.retry_after_s))
         return
-    run = RunRecord(req, DagRun(req.request_id, dag, req.idempotency_key or req.request_id), now)
+    run = RunRecord(req, DagRun(req.request_id, dag, step_key_base(req)), now)
     run.borrowed = decision.borrowed
     runs.active[req.request_id] = run
     log.counters["runs.started"] += 1
@@ -92,6 +92,17 @@ def admit(
         later: tuple[str, ...] = dag.later_models  # type: ignore[assignment]
         first: frozenset[str] = dag.first_models  # type: ignore[assignment]
         preload_for_run(pol, catalog, cluster, ids, log, later, req.request_id, first, now)
+
+
+def step_key_base(req: Request) -> str:
+    """What the idempotency keys of a run's steps start with (the same for every attempt):
+    the request id, or, for a request with an idempotency key, that key in its tenant's own
+    namespace. The executor and the runtime know a step only by this key, so another tenant
+    sending the same key must get other keys: ``<length of the tenant id>:<tenant id>/<key>``
+    (the length makes the split unambiguous whatever the tenant id holds)."""
+    if req.idempotency_key is None:
+        return req.request_id
+    return f"{len(req.tenant_id)}:{req.tenant_id}/{req.idempotency_key}"
 
 
 def make_step(

@@ -7,7 +7,10 @@ batches in flight: an item result is matched to every batch waiting for its idem
 complete when all its items are back.
 
 Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
-never for a failed attempt and never for a replayed answer.
+never for a failed attempt and never for a replayed answer. The keys billed are remembered in a
+bounded window (:class:`~control.core.window.RecentKeys`): for ``billed_window_s`` of the
+runtime's clock after billing, and in any case while their run is active (a run that ended is
+billed no more, so its keys need not outlive the window).
 
 A worker that dies (cause ``worker_down``) or hangs (cause ``hang``) reports its items
 failed-retriable and then ``WorkerDown``. The failures are held until the ``WorkerDown`` so the
@@ -23,6 +26,7 @@ from typing import Any
 from control.core.events import DeviceDown, OutputStarted, ReplicaUnloaded
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS, StepResult
+from control.core.window import RecentKeys
 from control.executor.protocol import (
     BreakerChanged,
     ItemCompleted,
@@ -41,6 +45,10 @@ log = logging.getLogger(__name__)
 #: Failure causes that come with a ``WorkerDown`` of the item's device.
 _LOST_WITH_WORKER = frozenset({"worker_down", "hang"})
 
+#: How long (seconds) a billed key is remembered after its run ended: longer than any retry
+#: of a step or wait on an idempotency key (a sync wait is at most 600 s).
+BILLED_WINDOW_S = 900.0
+
 
 class Completions:
     def __init__(
@@ -53,6 +61,7 @@ class Completions:
         on_worker_up: Callable[[str], list[Record]],
         *,
         later: Callable[..., None] | None = None,
+        billed_window_s: float = BILLED_WINDOW_S,
     ) -> None:
         self.runs = runs
         self.cost = cost
@@ -63,7 +72,8 @@ class Completions:
         self.down: set[str] = set()  # devices whose worker died and has not come back
         self.pending: dict[str, PendingBatch] = {}
         self.waiting: dict[str, list[str]] = {}  # idempotency key -> batch ids
-        self.billed: set[str] = set()
+        #: step keys billed: idempotency key -> its run (a bounded window, see the module)
+        self.billed = RecentKeys(billed_window_s, keep=runs.__contains__)
         self.exec_held: set[tuple[str, str]] = set()
         self._held: dict[str, list[ItemResult]] = {}  # device -> failures before WorkerDown
         #: runs bookkeeping that need not precede the answer (metrics): ``later(fn, *args)``.
@@ -109,7 +119,7 @@ class Completions:
             item = pb.items[r.idempotency_key]
             pb.device_ms = max(pb.device_ms, r.device_ms)
             if r.ok and not r.replayed:
-                self._bill(pb, r)
+                self._bill(pb, r, now)
             out.extend(self._add(batch_id, r.idempotency_key, _step_result(item.key, r), now))
         return out
 
@@ -126,10 +136,16 @@ class Completions:
                    len(d.items), pb.device_ms, now - pb.dispatched_at)  # fmt: skip
         return [Complete(pb.batch_result())]
 
-    def _bill(self, pb: PendingBatch, r: ItemResult) -> None:
-        if r.idempotency_key in self.billed:
+    def first_bill(self, key: str, run_id: str, now: float) -> bool:
+        """Whether ``key`` is billed now for the first time (then it is remembered)."""
+        if key in self.billed:
+            return False
+        self.billed.add(key, now, run_id)
+        return True
+
+    def _bill(self, pb: PendingBatch, r: ItemResult, now: float) -> None:
+        if not self.first_bill(r.idempotency_key, r.step.run_id, now):
             return
-        self.billed.add(r.idempotency_key)
         run = self.runs.get(r.step.run_id)
         item = pb.items[r.idempotency_key]
         model = pb.dispatch.model_key or pb.dispatch.tool or "?"

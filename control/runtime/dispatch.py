@@ -145,7 +145,7 @@ class Dispatcher:
             node = mapping.exec_node(item.node_id, item.chunk)
             self.stores.host_outputs[(item.request_id, node)] = out.value
             pb.device_ms = max(pb.device_ms, device_ms)
-            self._bill_tool(item, tool.name, out.input_tokens, device_ms)
+            self._bill_tool(item, tool.name, out.input_tokens, device_ms, now)
             result = StepResult(
                 key=item.key, ok=True, input_tokens=out.input_tokens,
                 route_label=out.label, item_count=out.item_count,
@@ -153,10 +153,9 @@ class Dispatcher:
             for rec in self.done.settle(d.batch_id, item.idempotency_key, result, now):
                 self.put(rec)
 
-    def _bill_tool(self, item, tool: str, tokens: int, device_ms: float) -> None:  # noqa: ANN001
-        if item.idempotency_key in self.done.billed:
+    def _bill_tool(self, item, tool: str, tokens: int, device_ms: float, now: float) -> None:  # noqa: ANN001
+        if not self.done.first_bill(item.idempotency_key, item.request_id, now):
             return
-        self.done.billed.add(item.idempotency_key)
         run = self.runs.get(item.request_id)
         if run is None:
             return

@@ -25,6 +25,7 @@ def local_executor(
     config = ExecutorConfig(
         cache_dir=str(settings.var_dir / "models"),
         torch_threads=settings.torch_threads,
+        missed_heartbeats=settings.worker_missed_heartbeats,
         poll_queue=False,
     )
     return LocalExecutor(config, found)

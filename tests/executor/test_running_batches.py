@@ -172,8 +172,8 @@ def test_every_batch_of_a_hung_loop_is_reported_hang(clock, how, running_cause):
     _says(ex, handle, wire.STARTED, "joiner")
     if how == "deadline":  # the joiner (5 s floor) passes its deadline; heartbeats go on
         _watch_for(ex, clock, FLOOR_S + 0.1, alive=True)
-    elif how == "silence":  # no message for more than two heartbeat intervals
-        _watch_for(ex, clock, 2 * HB + 0.1, alive=False)
+    elif how == "silence":  # no message for longer than its missed heartbeats allow
+        _watch_for(ex, clock, ex._workers.silence_s + 0.1, alive=False)
     else:
         handle.process.alive, handle.process.exitcode = False, -11
         _watch_for(ex, clock, 0.0, alive=True)

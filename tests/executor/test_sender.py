@@ -77,3 +77,26 @@ def test_frame_matches_connection_framing():
 
     os.write(parent.fileno(), frame(("load", "id", {"a": [1, 2]})))
     assert child.recv() == ("load", "id", {"a": [1, 2]})
+
+
+def test_a_non_blocking_pipe_gets_every_frame_whole():
+    """The loop reader leaves the pipe non-blocking (uvloop does it to every fd it watches),
+    and the sender's socket shares that mode: a frame the pipe cannot take at once is still
+    written whole by the thread, never dropped half-way (the worker would wait for its rest
+    for ever) nor taken for a broken pipe."""
+    import os
+
+    parent, child = _pipe()
+    os.set_blocking(parent.fileno(), False)
+    sender = PipeSender(parent, "t")
+    msgs = [("batch", i, "w" * 3_000_000) for i in range(3)]
+    for m in msgs:
+        assert sender.send(m)
+    got = []
+    for _ in msgs:
+        assert child.poll(10)
+        got.append(child.recv())
+        threading.Event().wait(0.05)  # a slow reader: the thread waits for room
+    assert got == msgs
+    assert not sender.broken and sender.handed_off >= 1
+    sender.close(flush_timeout_s=1)

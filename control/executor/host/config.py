@@ -7,11 +7,21 @@ from dataclasses import dataclass, field
 
 from control.executor.host.breaker import BreakerConfig
 
+#: heartbeats a worker may miss in a row before its silence is judged (see ExecutorConfig)
+DEFAULT_MISSED_HEARTBEATS = 6
+
 
 @dataclass(frozen=True)
 class ExecutorConfig:
-    heartbeat_s: float = field(
-        default=0.5, metadata={"help": "worker heartbeat interval; down after two missed"}
+    heartbeat_s: float = field(default=0.5, metadata={"help": "worker heartbeat interval"})
+    missed_heartbeats: int = field(
+        default=DEFAULT_MISSED_HEARTBEATS,
+        metadata={
+            "help": "heartbeats a worker may miss in a row before its silence is judged: on a "
+            "busy machine beats come late (two missed, one second, killed live workers on two "
+            "loaded cores). Even past it a silent worker is hung only with evidence: nothing "
+            "of it waits unread, and its process used no CPU meanwhile (where that can be read)"
+        },
     )
     hang_multiple: float = field(
         default=5.0,
@@ -61,6 +71,10 @@ class ExecutorConfig:
     def __post_init__(self) -> None:
         if self.heartbeat_s <= 0:
             raise ValueError(f"ExecutorConfig.heartbeat_s must be > 0, got {self.heartbeat_s}")
+        if self.missed_heartbeats < 2:
+            raise ValueError(
+                f"ExecutorConfig.missed_heartbeats must be >= 2, got {self.missed_heartbeats}"
+            )
         if self.hang_multiple < 1:
             raise ValueError(f"ExecutorConfig.hang_multiple must be >= 1, got {self.hang_multiple}")
         if self.hang_floor_s <= 0:

@@ -7,10 +7,14 @@ is judged from three facts:
 
 * the process is alive (a crash is seen at the executor's next tick, or at once as a closed
   pipe);
-* its last heartbeat is younger than two heartbeat intervals (a worker still starting gets
+* its last heartbeat (or any message, or bytes of one still arriving) is younger than its
+  silence limit, ``missed_heartbeats`` intervals (a worker still starting gets
   ``startup_grace_s`` to send its first one, because spawning and importing torch takes
   seconds). Heartbeats come from a thread of their own, so they prove the process lives even
-  while one long forward pass holds the main thread;
+  while one long forward pass holds the main thread. Silence alone is not proof of a hang (a
+  starved worker on a busy machine beats late): past the limit a worker is hung only if its
+  process used no CPU since its silence began (read from ``/proc``; where that cannot be read,
+  silence decides), and in any case past :data:`SILENCE_CAP` times the limit;
 * every batch it runs (announced by ``started``, or timed from its send when it went to an
   idle worker) is younger than that batch's own deadline, a
   generous multiple of its expected time with a floor (:func:`batch_deadline_s`): a batch
@@ -28,6 +32,7 @@ import multiprocessing as mp
 from dataclasses import dataclass, field
 from typing import Any
 
+from control.executor.host.config import DEFAULT_MISSED_HEARTBEATS
 from control.executor.host.sender import PipeSender
 from control.executor.protocol import Batch, DeviceInfo, RunningBatch, WorkerStatus, wire
 from control.executor.worker.main import WorkerConfig, worker_main
@@ -35,6 +40,10 @@ from control.executor.worker.main import WorkerConfig, worker_main
 log = logging.getLogger(__name__)
 
 _CTX = mp.get_context("spawn")
+
+#: silence past this many times its limit is a hang even while the process uses CPU (its
+#: heartbeat thread cannot run: the interpreter is wedged)
+SILENCE_CAP = 4.0
 
 
 def batch_deadline_s(expected_ms: float | None, multiple: float, floor_s: float) -> float:
@@ -62,6 +71,8 @@ class WorkerHandle:
     inflight: dict[str, Batch] = field(default_factory=dict)
     #: the batches it runs now, in start order: batch id -> (started at, deadline seconds)
     running: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: (CPU ticks its process had used, when read) since its silence began; None while it talks
+    cpu_mark: tuple[int, float] | None = None
 
     def start(self, now: float) -> None:
         """Spawn a fresh worker process for this device (the old one must be gone)."""
@@ -85,6 +96,7 @@ class WorkerHandle:
         """Record a heartbeat; returns True when it is the first one (the worker is up)."""
         first = not self.up
         self.up, self.last_hb, self.pid = True, now, pid
+        self.cpu_mark = None
         self.busy, self.replicas, self.used_mib = busy, tuple(replicas), used_mib
         return first
 
@@ -93,6 +105,7 @@ class WorkerHandle:
         behind results in the pipe)."""
         if self.up:
             self.last_hb = max(self.last_hb, now)
+            self.cpu_mark = None
 
     def forgive_silence(self, now: float) -> None:
         """The watcher was not listening (it ran late): restart the silence count now, but
@@ -123,7 +136,8 @@ class WorkerHandle:
         self, now: float, startup_grace_s: float, silence_limit_s: float | None = None
     ) -> tuple[str, str] | None:
         """None when healthy, else (cause, reason): cause ``worker_down`` or ``hang``.
-        ``silence_limit_s`` replaces the two-interval silence limit (a worker loading a model)."""
+        ``silence_limit_s``: how long it may be silent (default ``missed_heartbeats`` of the
+        default config); silence past it is a hang only with evidence (module docstring)."""
         if self.process is None:
             return None
         if not self.process.is_alive():
@@ -132,10 +146,12 @@ class WorkerHandle:
             if now - self.started_at > startup_grace_s:
                 return "hang", f"no first heartbeat within {startup_grace_s:.0f}s of starting"
             return None
-        silent = now - self.last_hb
-        limit = 2 * self.config.heartbeat_s if silence_limit_s is None else silence_limit_s
-        if silent > limit:
-            return "hang", f"no heartbeat for {silent:.2f}s (the limit is {limit:.2f}s): hung"
+        limit = silence_limit_s
+        if limit is None:
+            limit = DEFAULT_MISSED_HEARTBEATS * self.config.heartbeat_s
+        silence = self._silence(now, now - self.last_hb, limit)
+        if silence is not None:
+            return "hang", silence
         late = self.overdue(now)
         if late is not None:
             batch_id, ran, deadline = late
@@ -146,6 +162,38 @@ class WorkerHandle:
                 "hung"
             )
         return None
+
+    def _silence(self, now: float, silent: float, limit: float) -> str | None:
+        """Why its silence of ``silent`` seconds makes it hung, or None (module docstring).
+        The CPU its process has used is noted once the silence passes 1.5 intervals."""
+        if silent > 1.5 * self.config.heartbeat_s and self.cpu_mark is None:
+            ticks = process_cpu_ticks(self.pid)
+            self.cpu_mark = None if ticks is None else (ticks, now)
+        if silent <= limit:
+            return None
+        head = f"no heartbeat for {silent:.2f}s"
+        if silent > SILENCE_CAP * limit:
+            return f"{head} ({SILENCE_CAP:g} times the limit of {limit:.2f}s): hung"
+        if self.cpu_mark is None:  # its CPU cannot be read here: silence decides
+            return f"{head} (the limit is {limit:.2f}s): hung"
+        if self._working(now):
+            return None
+        return f"{head} (the limit is {limit:.2f}s) and its process used no CPU meanwhile: hung"
+
+    def _working(self, now: float) -> bool:
+        """Whether its process used CPU since the silence began (or the last such proof, at
+        least one heartbeat interval ago): the evidence a silent worker is alive."""
+        mark = self.cpu_mark
+        if mark is None:
+            return False
+        ticks, at = mark
+        if now - at < self.config.heartbeat_s:
+            return True  # proven alive less than an interval ago
+        used = process_cpu_ticks(self.pid)
+        if used is None or used <= ticks:
+            return False
+        self.cpu_mark = (used, now)
+        return True
 
     def kill(self) -> None:
         """End the process (hung or dead) and close the pipe; safe to call twice."""
@@ -201,3 +249,17 @@ class WorkerHandle:
                 for batch_id, (since, limit) in self.running.items()
             ),
         )
+
+
+def process_cpu_ticks(pid: int | None) -> int | None:
+    """CPU time (user + system, in clock ticks) used so far by every thread of process
+    ``pid``, from ``/proc``; None where it cannot be read (no such process, not Linux)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    except (OSError, ValueError, IndexError):
+        return None

@@ -5,6 +5,10 @@ Final means ok, or failed for good (not retriable, not cancelled): a retriable f
 cancel is never stored, so the core's retry under the same key does run. The store holds up to
 ``capacity`` keys, oldest out first.
 
+A key here is a step's idempotency key as the core built it, which is namespaced by tenant
+(:func:`control.core.runs.step_key_base`): two tenants sending one ``Idempotency-Key`` never
+share a key here, so one tenant's run is never answered with another's result.
+
 Results are kept pickled (:func:`pack_result`). Why bytes: the store holds up to 100,000 results
 for the life of the process, and as objects (a result and its step key each) every one of them
 was rescanned by each full garbage collection of the driver's process, whose pauses grew with

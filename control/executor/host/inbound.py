@@ -3,6 +3,7 @@ its one pipe reader (:mod:`control.executor.host.reader`), each under the execut
 
 * :meth:`Inbound.on_message`: one message, handed to the component it is for (the table below:
   one bound method per message kind, built once);
+* :meth:`Inbound.on_progress`: part of a message arrived: its worker is alive;
 * :meth:`Inbound.on_closed`: a worker's pipe closed (it died): the worker is down;
 * :meth:`Inbound.tick`: health (a worker found dead or hung is down), the output releases
   queued since the last tick, and packing the idempotency store: off the path of any result,
@@ -82,6 +83,13 @@ class Inbound:
                 log.exception("executor could not handle %r from %s", msg[0],
                               handle.device.device_id)  # fmt: skip
         return True
+
+    def on_progress(self, handle: WorkerHandle, conn: Any) -> None:
+        """Bytes of a message still arriving from ``conn``: its worker is alive (its
+        heartbeats may be queued behind that message)."""
+        with self._lock:
+            if handle.conn is conn:
+                handle.seen(self._now())
 
     def on_closed(self, handle: WorkerHandle, conn: Any) -> None:
         with self._lock:

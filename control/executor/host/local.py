@@ -102,8 +102,9 @@ class LocalExecutor:
             self._hub.subscribe(on_event)
         inbound = self._inbound
         calls = (inbound.on_message, inbound.on_closed, inbound.tick, self._workers.tick_s)
-        reader = (LoopReader(loop, *calls, after_events) if loop is not None
-                  else ThreadReader(*calls, after_events))  # fmt: skip
+        progress = inbound.on_progress
+        reader = (LoopReader(loop, *calls, after_events, on_progress=progress) if loop is not None
+                  else ThreadReader(*calls, after_events, on_progress=progress))  # fmt: skip
         with self._lock:
             self._workers.start(self._devices, reader)
 

@@ -7,6 +7,11 @@ large message or a slow peer can still fill the socket buffer). The executor's p
 run on the driver's event loop, so a blocked send would delay every other request. The
 :class:`PipeSender` takes messages at once and writes them, in order, from a thread of its own.
 
+The pipe may be in non-blocking mode (the host's loop reader puts it there, and the sender's
+socket shares that mode: it is a duplicate of the same descriptor): every write is a
+non-blocking one, and the thread waits for room in the pipe itself, between the parts of a
+frame. A frame is never left half-written: a worker would wait for its rest for ever.
+
 A send that fails (the worker died, the pipe closed) marks the sender broken and drops what is
 queued: the host's reader sees the closed pipe and reports the worker's in-flight work as lost, which is
 what would have happened to the messages anyway.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import socket
 import struct
 import threading
@@ -51,7 +57,7 @@ class PipeSender:
     def __init__(self, conn: Any, name: str) -> None:
         self._conn = conn
         # A second socket object on a duplicate of the pipe's descriptor, for MSG_DONTWAIT
-        # sends; the pipe itself stays blocking for the reader's reads.
+        # sends (whatever the blocking mode of the pipe, which the reader may change).
         self._sock = socket.socket(fileno=os.dup(conn.fileno()))
         self._cond = threading.Condition()
         self._queue: deque[bytes] = deque()
@@ -110,7 +116,7 @@ class PipeSender:
                     data = self._queue.popleft()
                     self._writing = True
                 try:
-                    self._sock.sendall(data)
+                    self._write_all(data)
                 except OSError as err:  # closed or broken pipe
                     with self._cond:
                         self._break(err)
@@ -120,6 +126,18 @@ class PipeSender:
                     self.sent += 1
         finally:
             self._sock.close()
+
+    def _write_all(self, data: bytes) -> None:
+        """Write all of ``data``, waiting for room in the pipe between non-blocking writes
+        (``sendall`` on a non-blocking descriptor raises half-way, not saying how much went)."""
+        view = memoryview(data)
+        poller = select.poll()
+        poller.register(self._sock.fileno(), select.POLLOUT)
+        while view:
+            try:
+                view = view[self._sock.send(view, socket.MSG_DONTWAIT) :]
+            except BlockingIOError:
+                poller.poll(1000)  # room, a hang-up (the next send says which) or a retry
 
     def _break(self, err: BaseException) -> None:
         """The pipe is gone (caller holds the condition): drop what is queued."""

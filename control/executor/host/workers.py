@@ -3,9 +3,11 @@
 :class:`Workers` owns the :class:`~control.executor.host.handle.WorkerHandle` of every device
 and the one pipe reader given at :meth:`Workers.start` (a worker replaced gets its new pipe
 read by the same reader). Health is judged at each of the executor's ticks
-(:meth:`Workers.verdicts`): a tick that itself came late (a starved process on a loaded
-machine, or a loop held up) was not listening, so silence measured across that gap says
-nothing about the workers and is forgiven once.
+(:meth:`Workers.verdicts`): a worker may be silent for ``missed_heartbeats`` intervals, and
+past that is hung only with evidence (see :mod:`~control.executor.host.handle`); a tick that
+itself came late (a starved process on a loaded machine, or a loop held up) was not
+listening, so silence measured across that gap says nothing about the workers and is forgiven
+once.
 
 Not thread-safe: the executor calls it under its lock (except :meth:`close_reader`).
 """
@@ -45,6 +47,8 @@ class Workers:
         self._reader: PipeReader | None = None
         self._checked = self._now()  # the last health check (see verdicts)
         self.tick_s = config.heartbeat_s / 5  # how often the executor ticks
+        #: how long an up worker may be silent before its silence is judged
+        self.silence_s = config.missed_heartbeats * config.heartbeat_s
 
     def start(self, devices: Sequence[DeviceInfo], reader: PipeReader) -> None:
         """Spawn one worker per device and have ``reader`` read their pipes from now on."""
@@ -113,12 +117,12 @@ class Workers:
         now = self._now()
         late = now - self._checked > 2 * self.tick_s + self.config.heartbeat_s
         self._checked = now
-        relaxed = max(2 * self.config.heartbeat_s, self.config.load_silence_s)
+        relaxed = max(self.silence_s, self.config.load_silence_s)
         found = []
         for handle in self._handles.values():
             if late:
                 handle.forgive_silence(now)
-            limit = relaxed if handle.device.device_id in loading else None
+            limit = relaxed if handle.device.device_id in loading else self.silence_s
             verdict = handle.health(now, self.config.startup_grace_s, limit)
             if verdict is not None:
                 found.append((handle, *verdict))
