@@ -104,16 +104,23 @@ def legato_up(var_dir: Path, *extra: str, ignore_sigint: bool = False) -> Iterat
         proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_up_stopped_by_a_signal_stops_api_and_console(var_dir: Path, sig: int) -> None:
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGTERM,), (signal.SIGINT,), (signal.SIGINT, signal.SIGINT)],
+    ids=["SIGTERM", "SIGINT", "SIGINT-twice"],
+)
+def test_up_stopped_by_a_signal_stops_api_and_console(var_dir: Path, signals: tuple) -> None:
+    """One signal drains; a second one (an impatient Ctrl-C) hurries the stop, never aborts it."""
     with legato_up(var_dir) as (proc, tree, log):
         assert len(tree) >= 2, tree  # the API and the console (Streamlit)
-        proc.send_signal(sig)
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.2)
         code = proc.wait(timeout=25)
         left = _wait_gone(tree, 5)
-        assert not left, f"orphaned after {signal.Signals(sig).name}: {left}\n{log.read_text()}"
+        assert not left, f"orphaned after {signals}: {left}\n{log.read_text()}"
         assert code == 0, log.read_text()[-2000:]
-        assert "stopping" in log.read_text()
+        assert "stopping" in log.read_text() and "Traceback" not in log.read_text()
 
 
 def test_up_from_a_shell_that_ignores_sigint_still_stops_on_sigint(var_dir: Path) -> None:
@@ -227,7 +234,8 @@ def test_live_api_stopped_by_sigterm_stops_its_workers(tmp_path: Path) -> None:
         tree = psutil.Process(host.pid).children(recursive=True)
         assert tree, "no worker process under the API"
         host.send_signal(signal.SIGTERM)
-        assert host.wait(timeout=25) == 0
+        # uvicorn drains, then re-raises the signal it caught: a clean stop ends by SIGTERM
+        assert host.wait(timeout=25) in (0, -signal.SIGTERM)
         assert not _wait_gone(tree, 5)
     finally:
         _kill_all([*tree, psutil.Process(host.pid)] if host.poll() is None else tree)
