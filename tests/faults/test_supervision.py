@@ -137,16 +137,17 @@ def test_up_from_a_shell_that_ignores_sigint_still_stops_on_sigint(var_dir: Path
 def test_up_killed_outright_takes_its_children_with_it(var_dir: Path) -> None:
     with legato_up(var_dir) as (proc, tree, log):
         assert len(tree) >= 2, tree
-        # by the way: the console holds no credential; up printed a one-time link instead
         (ui,) = [p for p in tree if "streamlit" in " ".join(p.cmdline())]
-        secret = (var_dir / "admin_token").read_text().strip()
-        assert "LEGATO_ADMIN_TOKEN" not in ui.environ()
-        assert secret not in " ".join([*ui.environ().values(), *ui.cmdline()])
-        assert "/?ticket=" in log.read_text()
+        ui_env, ui_argv = ui.environ(), ui.cmdline()
         proc.kill()
         proc.wait(timeout=5)
         left = _wait_gone(tree, 20)
         assert not left, f"orphaned after SIGKILL of legato up: {left}\n{log.read_text()}"
+        # and the console held no credential: up printed a one-time sign-in link instead
+        secret = (var_dir / "admin_token").read_text().strip()
+        assert "LEGATO_ADMIN_TOKEN" not in ui_env
+        assert secret not in " ".join([*ui_env.values(), *ui_argv])
+        assert "/?ticket=" in log.read_text()
 
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
