@@ -22,7 +22,9 @@ import streamlit as st  # noqa: E402
 from app import data, session  # noqa: E402
 from app.client import ApiError  # noqa: E402
 
-PAGES = Path(__file__).parent / "pages"
+# Not "pages": Streamlit takes a pages/ folder beside the main script for its old multipage mode
+# and may then run a page script without this one, and without its sign-in gate.
+PAGES = Path(__file__).parent / "views"
 SECTIONS: dict[str, list[tuple[str, str, str]]] = {
     "Operate": [("overview.py", "Overview", ":material/dashboard:"),
                 ("fairshare.py", "Fair share, live", ":material/balance:")],

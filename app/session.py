@@ -16,8 +16,8 @@ import streamlit as st
 from app import clock, data, links
 from app.client import ApiError
 
-#: session_state keys this module owns.
-UNTIL = "signed_in_until"
+#: session_state keys this module owns (the sign-in's end is data.UNTIL).
+UNTIL = data.UNTIL
 NOTICE = "sign_in_notice"
 
 
@@ -37,8 +37,7 @@ def sign_in_with(token: str) -> None:
     """Check ``token`` against the API and sign this session in with it; ApiError if refused
     (the session then stays signed out)."""
     settings = data.settings()
-    data.sign_in(settings.api_url, token)
-    st.session_state[UNTIL] = clock.now() + settings.session_s
+    data.sign_in(settings.api_url, token, clock.now() + settings.session_s)
 
 
 def redeem_link() -> None:

@@ -54,18 +54,15 @@ def var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_session_without_the_credential_sees_only_the_sign_in_form(console, var) -> None:
     console.run()
     assert_only_the_sign_in_form(console)
-    for page in ("pages/tenants.py", "pages/usage.py"):  # no page opens before sign-in
-        console.switch_page(page).run()
-        assert_only_the_sign_in_form(console)
+    for page in ("views/tenants.py", "views/usage.py"):  # no page is there before sign-in
+        with pytest.raises(ValueError, match="Could not find a navigation page"):
+            console.switch_page(page)
 
 
 def test_the_admin_credential_signs_in_and_sign_out_returns_to_the_form(console, var) -> None:
     signed_in(console)
     assert "Signed in as admin" in _shown(console)
-    assert "acme" in _shown(console) or any(console.get(k) for k in DATA)
     console.button(key="sign_out").click().run()
-    assert_only_the_sign_in_form(console)
-    console.switch_page("pages/tenants.py").run()
     assert_only_the_sign_in_form(console)
 
 
