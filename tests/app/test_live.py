@@ -78,7 +78,7 @@ def test_workflow_test_run_shows_outputs_and_per_node_timing(live_api: Served, m
     open_page(at, "workflows.py")
     at.selectbox(key="wf_name").select("tiny").run()
     at.text_area(key="wf_inputs").input('{"prompt": "hello there"}')
-    at.button[-1].click().run()
+    next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception
     assert any("succeeded" in str(m.value) for m in at.markdown), [m.value for m in at.markdown]
     steps = next(d.value for d in at.dataframe if "device_ms" in d.value.columns)
