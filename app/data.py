@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app import clock
 from app.client import ApiClient, ApiError
 from app.settings import ConsoleSettings, read_settings
 
@@ -33,10 +34,16 @@ def settings() -> ConsoleSettings:
     return st.session_state["console_settings"]
 
 
+#: session_state key: when this session's sign-in ends (epoch seconds, see app/session.py).
+UNTIL = "signed_in_until"
+
+
 def conn() -> Conn:
-    """The signed-in connection; pages run only after sign-in (app/main.py enforces it)."""
+    """The signed-in connection; pages run only after sign-in (app/main.py enforces it, and so
+    does this: a page script run without the main script, or after the sign-in ended, gets no
+    credential)."""
     found = st.session_state.get("conn")
-    if found is None:
+    if found is None or clock.now() >= st.session_state.get(UNTIL, 0.0):
         raise RuntimeError("not signed in")
     return found
 
@@ -51,10 +58,12 @@ def client() -> ApiClient:
     return _client(c.api_url, c.token)
 
 
-def sign_in(api_url: str, token: str) -> None:
-    """Check ``token`` against the API and keep the connection; raises ApiError if refused."""
+def sign_in(api_url: str, token: str, until: float) -> None:
+    """Check ``token`` against the API and keep the connection until ``until`` (epoch
+    seconds); raises ApiError if refused."""
     ApiClient(api_url, token).check_admin()
     st.session_state["conn"] = Conn(api_url, token)
+    st.session_state[UNTIL] = until
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

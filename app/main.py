@@ -1,8 +1,10 @@
 """The console's entry point: sign in with the admin credential, then the pages by section.
 
-Run with ``streamlit run app/main.py`` (``legato console`` does it with the API URL and the
-admin credential in the environment). Every page reaches the control plane only through the
-admin API (app/client.py); nothing here imports the control plane.
+Run with ``streamlit run app/main.py`` (``legato console`` does it with the API URL in the
+environment, never a credential). A browser session sees only the sign-in form until it
+presents the admin credential, typed in or through a one-time link (app/session.py). Every page
+reaches the control plane only through the admin API (app/client.py), with the credential the
+session presented; nothing here imports the control plane.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import data  # noqa: E402
+from app import data, session  # noqa: E402
 from app.client import ApiError  # noqa: E402
 
-PAGES = Path(__file__).parent / "pages"
+# Not "pages": Streamlit takes a pages/ folder beside the main script for its old multipage mode
+# and may then run a page script without this one, and without its sign-in gate.
+PAGES = Path(__file__).parent / "views"
 SECTIONS: dict[str, list[tuple[str, str, str]]] = {
     "Operate": [("overview.py", "Overview", ":material/dashboard:"),
                 ("fairshare.py", "Fair share, live", ":material/balance:")],
@@ -34,36 +38,26 @@ SECTIONS: dict[str, list[tuple[str, str, str]]] = {
 
 
 def _sign_in_page() -> None:
+    """The one page a session that is not signed in sees: no data of the control plane."""
     st.title("Legato console")
     st.caption(f"Admin API: {data.settings().api_url}")
+    session.show_notice()
     with st.form("sign_in"):
         token = st.text_input("Admin credential", type="password", key="sign_in_token")
         submitted = st.form_submit_button("Sign in", type="primary")
     if submitted:
         try:
-            data.sign_in(data.settings().api_url, token.strip())
+            session.sign_in_with(token.strip())
         except ApiError as err:
             st.error(f"Sign-in refused: {err.detail}")
             return
         st.rerun()
 
 
-def _auto_sign_in() -> None:
-    """Use the credential handed over by ``legato console`` (environment or var/admin_token)."""
-    token = data.settings().admin_token
-    if token and "conn" not in st.session_state and not st.session_state.get("signed_out"):
-        try:
-            data.sign_in(data.settings().api_url, token)
-        except ApiError as err:
-            st.session_state["auto_sign_in_error"] = err.detail
-
-
 def main() -> None:
     st.set_page_config(page_title="Legato console", page_icon=":material/hub:", layout="wide")
-    _auto_sign_in()
-    if "conn" not in st.session_state:
-        if msg := st.session_state.pop("auto_sign_in_error", None):
-            st.warning(f"The configured credential was refused: {msg}")
+    session.redeem_link()
+    if not session.signed_in():
         st.navigation([st.Page(_sign_in_page, title="Sign in", url_path="sign-in")]).run()
         return
     pages = {section: [st.Page(PAGES / f, title=t, icon=i) for f, t, i in entries]
@@ -71,8 +65,7 @@ def main() -> None:
     with st.sidebar:
         st.caption(f"Signed in as admin at {data.conn().api_url}")
         if st.button("Sign out", key="sign_out"):
-            st.session_state.pop("conn", None)
-            st.session_state["signed_out"] = True
+            session.sign_out()
             st.rerun()
     st.navigation(pages).run()
 

@@ -27,8 +27,16 @@ def api(
     host: Annotated[str | None, typer.Option(help="listen address (default: settings)")] = None,
     port: Annotated[int | None, typer.Option(help="port (default: settings)")] = None,
     runtime: Annotated[bool, typer.Option(help="run the live runtime (inference)")] = True,
+    drain: Annotated[
+        float, typer.Option(help="seconds open requests get to finish when stopping")
+    ] = 15.0,
 ) -> None:
-    """Serve the API gateway (tenant inference + admin API) until interrupted."""
+    """Serve the API gateway (tenant inference + admin API) until interrupted.
+
+    SIGTERM or SIGINT stop it in order: open requests get at most ``drain`` seconds, then the
+    runtime and the executor stop (the executor asks each worker to stop and kills one that
+    does not). Killed outright, it leaves no worker behind either: a worker ends when its pipe
+    to this process closes (:mod:`control.executor.host.workers`)."""
     import uvicorn
 
     from control.config import get_settings
@@ -38,7 +46,7 @@ def api(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = build_gateway(with_runtime=runtime)
     uvicorn.run(app, host=host or settings.api_host, port=port or settings.api_port,
-                log_level="info", access_log=False)  # fmt: skip
+                log_level="info", access_log=False, timeout_graceful_shutdown=drain)  # fmt: skip
 
 
 def _parse_keys(pairs: list[str]) -> dict[str, str]:

@@ -1,16 +1,21 @@
 """``legato console``: the operator console (Streamlit) on ``Settings.console_port``.
 
 The console talks to the control plane only over HTTP, so this command hands it what it needs
-through its environment: ``LEGATO_API_URL`` (from ``api_host``/``api_port``) and the admin
-credential (``LEGATO_ADMIN_TOKEN`` from the settings or ``<var_dir>/admin_token``). Without a
-credential the operator types it in at sign-in.
+through its environment: ``LEGATO_API_URL`` (from ``api_host``/``api_port``) and
+``LEGATO_VAR_DIR``, and never a credential (``LEGATO_ADMIN_TOKEN`` and the key pepper are taken
+out of its environment): a credential the Streamlit process held would sign in every browser.
+Each browser session signs in by presenting the admin credential; when this command knows it
+(the settings or ``<var_dir>/admin_token``), it prints a one-time sign-in link instead
+(:mod:`app.links`), as notebook servers do.
+
+The command becomes Streamlit (``exec``), so that whatever supervises it (``legato up``, a
+service manager) signals, and waits for, Streamlit itself, with nothing in between to orphan it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +23,7 @@ from typing import Annotated
 
 import typer
 
+from control.clock import wall_time
 from control.config import Settings, get_settings
 
 
@@ -52,33 +58,44 @@ def console_launch(settings: Settings, base_env: dict[str, str] | None = None) -
     host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
     env["LEGATO_API_URL"] = f"http://{host}:{settings.api_port}"
     env["LEGATO_VAR_DIR"] = str(settings.var_dir)
-    env.pop("LEGATO_ADMIN_TOKEN", None)
-    token = admin_token(settings)
-    if token:
-        env["LEGATO_ADMIN_TOKEN"] = token
+    for secret in ("LEGATO_ADMIN_TOKEN", "LEGATO_KEY_PEPPER"):
+        env.pop(secret, None)
     argv = (sys.executable, "-m", "streamlit", "run", str(console_script()),
             "--server.port", str(settings.console_port), "--server.address", settings.api_host,
             "--server.headless", "true", "--browser.gatherUsageStats", "false")  # fmt: skip
     return Launch(argv, env)
 
 
+def console_url(settings: Settings) -> str:
+    """Where a browser on this machine opens the console."""
+    host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "::") else settings.api_host
+    return f"http://{host}:{settings.console_port}"
+
+
+def sign_in_link(settings: Settings) -> str | None:
+    """A fresh one-time sign-in link to the console, or None without an admin credential."""
+    from app import links  # the console's own ticket format (standard library only)
+
+    token = admin_token(settings)
+    if token is None:
+        return None
+    return links.link(console_url(settings), links.issue(settings.var_dir, token, wall_time()))
+
+
 def console(
-    ask: Annotated[
-        bool, typer.Option("--ask", help="Do not pass the admin credential; sign in by hand.")
-    ] = False,
+    link: Annotated[
+        bool, typer.Option(help="Print a one-time sign-in link (needs the admin credential).")
+    ] = True,
 ) -> None:
     """Start the operator console (Streamlit) on the console port until interrupted."""
-    launch = console_launch(get_settings())
-    env = dict(launch.env)
-    if ask:
-        env.pop("LEGATO_ADMIN_TOKEN", None)
-    typer.echo(f"console on http://{get_settings().api_host}:{get_settings().console_port} "
-               f"(API {env['LEGATO_API_URL']})")  # fmt: skip
-    try:
-        code = subprocess.call(list(launch.argv), env=env)
-    except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+    settings = get_settings()
+    launch = console_launch(settings)
+    typer.echo(f"console on {console_url(settings)} (API {launch.env['LEGATO_API_URL']})")
+    found = sign_in_link(settings) if link else None
+    if found is not None:
+        typer.echo(f"  sign in once with {found}")
+    sys.stdout.flush()
+    os.execve(launch.argv[0], list(launch.argv), launch.env)
 
 
 def register(app: typer.Typer) -> None:

@@ -4,8 +4,13 @@ Steps, each idempotent: make the server secrets (admin credential, API-key peppe
 ``var/`` if the environment gives none; migrate and seed the demo; issue one API key per demo
 tenant once (kept in ``var/demo_keys.json``, mode 0600, since a key's plaintext exists only at
 creation); then start the API gateway with the live runtime and executor, wait until it is ready,
-start the console and a gentle demo load of the three tenants, and supervise them. Ctrl-C (or a
-child that dies) stops everything.
+start the console (printing a one-time sign-in link to it: the console itself holds no
+credential) and a gentle demo load of the three tenants, and supervise them.
+
+SIGTERM, SIGINT (Ctrl-C, even when the starting shell ignored it), SIGHUP or a child that dies
+stop everything, each part given ``--drain`` seconds before it is killed; when ``up`` itself is
+killed (SIGKILL), each part gets SIGTERM from the kernel. :mod:`control.commands.supervise` has
+the contract.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,7 +27,10 @@ from typing import Annotated
 import httpx
 import typer
 
-from control.clock import monotonic
+from app import links
+from control.clock import monotonic, wall_time
+from control.commands.console import console_url
+from control.commands.supervise import Child, ChildExited, Stopping, Supervisor
 from control.config import Settings, get_settings
 from control.services import demo_fleet
 
@@ -74,20 +81,8 @@ def ensure_demo_keys(settings: Settings, database_url: str, pepper: str) -> dict
     return keys
 
 
-@dataclass
-class Child:
-    name: str
-    proc: subprocess.Popen
-
-
 def _legato(*args: str) -> list[str]:
     return [sys.executable, "-m", "control.cli", *args]
-
-
-def _spawn(name: str, args: list[str], env: dict[str, str]) -> Child:
-    """Start a child in its own session: a Ctrl-C at the terminal reaches only ``up``, which
-    then stops each child once, in order (a second signal would make uvicorn abort)."""
-    return Child(name, subprocess.Popen(args, env=env, start_new_session=True))
 
 
 def wait_ready(url: str, timeout_s: float, child: Child) -> None:
@@ -95,7 +90,7 @@ def wait_ready(url: str, timeout_s: float, child: Child) -> None:
     deadline = monotonic() + timeout_s
     while monotonic() < deadline:
         if child.proc.poll() is not None:
-            raise RuntimeError(f"{child.name} exited with status {child.proc.returncode}")
+            raise ChildExited(f"{child.name} exited with status {child.proc.returncode}")
         try:
             if httpx.get(url, timeout=2.0).status_code == 200:
                 return
@@ -105,33 +100,29 @@ def wait_ready(url: str, timeout_s: float, child: Child) -> None:
             child.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             pass
-    raise RuntimeError(f"{child.name} was not ready at {url} within {timeout_s:.0f} s")
+    raise ChildExited(f"{child.name} was not ready at {url} within {timeout_s:.0f} s")
 
 
-def _signal_group(child: Child, sig: int) -> None:
-    """Signal the child's whole process group: a child such as ``legato console`` runs its
-    own subprocess (Streamlit), which must stop with it."""
-    try:
-        os.killpg(child.proc.pid, sig)
-    except ProcessLookupError:
-        pass
+@dataclass(frozen=True)
+class Plan:
+    """What ``up`` starts, from its options."""
 
-
-def _stop(children: list[Child]) -> None:
-    for child in reversed(children):
-        _signal_group(child, signal.SIGTERM)
-    for child in reversed(children):
-        try:
-            child.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
-            child.proc.wait()
+    console: bool
+    load: bool
+    runtime: bool
+    ready_timeout_s: float
 
 
 def up(
     console: Annotated[bool, typer.Option(help="start the Streamlit console")] = True,
     load: Annotated[bool, typer.Option(help="start a gentle demo load of three tenants")] = True,
+    runtime: Annotated[
+        bool, typer.Option(help="run the live runtime and executor (off: admin API only)")
+    ] = True,
     ready_timeout: Annotated[float, typer.Option(help="seconds to wait for the API")] = 600.0,
+    drain: Annotated[
+        float, typer.Option(help="seconds the parts get to stop before they are killed")
+    ] = 30.0,
     exit_when_ready: Annotated[
         bool, typer.Option(help="stop everything once all parts are up (a smoke test)")
     ] = False,
@@ -144,66 +135,58 @@ def up(
     url = settings.resolved_database_url()
     seed_demo(url, settings)
     keys = ensure_demo_keys(settings, url, env["LEGATO_KEY_PEPPER"])
+    plan = Plan(console, load and runtime, runtime, ready_timeout)
+    with Supervisor(drain_s=drain) as supervisor:
+        try:
+            _start(supervisor, plan, settings, env, keys)
+            if exit_when_ready:
+                return
+            supervisor.watch()
+        except Stopping as stop:
+            typer.echo(f"legato: {stop.signame}, stopping (at most {drain:.0f} s)")
+        except ChildExited as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+
+
+def _start(
+    supervisor: Supervisor, plan: Plan, settings: Settings, env: dict[str, str], keys: dict
+) -> None:
+    """Start the parts of ``plan`` in order, each once the one before answers."""
     api_url = f"http://{settings.api_host}:{settings.api_port}"
-    children: list[Child] = []
-    try:
-        api = _spawn("api", _legato("api"), env)
-        children.append(api)
-        typer.echo(f"legato: waiting for the API at {api_url} (first start converts SmolLM2)")
-        wait_ready(f"{api_url}/readyz", ready_timeout, api)
-        if console:
-            children.append(_spawn("console", _legato("console"), env))
-            wait_ready(
-                f"http://127.0.0.1:{settings.console_port}/_stcore/health", 120, children[-1]
-            )
-        if load:
-            key_args = [a for name, key in keys.items() for a in ("--key", f"{name}={key}")]
-            for name in keys:
-                key_args += ["--tenant", name]
-            children.append(_spawn("demo load", _legato(
-                "loadgen", "--url", api_url, "--trace", "azure", "--route", "workflow",
-                "--workflow", "rag:1", "--rate", "0.1", "--max-requests", "100000",
-                "--span", "100000", "--max-output-tokens", "16", *key_args), env))  # fmt: skip
-        _banner(settings, api_url, console)
-        if exit_when_ready:
-            return
-        _supervise(children)
-    except KeyboardInterrupt:
-        typer.echo("legato: stopping")
-    except RuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        _stop(children)
+    api = supervisor.spawn("api", _legato("api", *([] if plan.runtime else ["--no-runtime"])), env)
+    typer.echo(f"legato: waiting for the API at {api_url} (first start converts SmolLM2)")
+    wait_ready(f"{api_url}/readyz", plan.ready_timeout_s, api)
+    link = None
+    if plan.console:
+        ui = supervisor.spawn("console", _legato("console", "--no-link"), env)
+        wait_ready(f"http://127.0.0.1:{settings.console_port}/_stcore/health", 120, ui)
+        link = links.link(console_url(settings),
+                          links.issue(settings.var_dir, env["LEGATO_ADMIN_TOKEN"], wall_time()))  # fmt: skip
+    if plan.load:
+        key_args = [a for name, key in keys.items() for a in ("--key", f"{name}={key}")]
+        for name in keys:
+            key_args += ["--tenant", name]
+        supervisor.spawn("demo load", _legato(
+            "loadgen", "--url", api_url, "--trace", "azure", "--route", "workflow",
+            "--workflow", "rag:1", "--rate", "0.1", "--max-requests", "100000",
+            "--span", "100000", "--max-output-tokens", "16", *key_args), env,
+            may_finish=True)  # fmt: skip
+    _banner(settings, api_url, link)
 
 
-def _banner(settings: Settings, api_url: str, console: bool) -> None:
+def _banner(settings: Settings, api_url: str, link: str | None) -> None:
     lines = [
         "legato is up:",
         f"  API      {api_url}  (OpenAPI: {api_url}/docs)",
         f"  admin    credential in {settings.var_dir / 'admin_token'} (or LEGATO_ADMIN_TOKEN)",
         f"  tenants  demo keys in {settings.var_dir / 'demo_keys.json'}",
     ]
-    if console:
-        lines.insert(2, f"  console  http://127.0.0.1:{settings.console_port}")
+    if link is not None:
+        lines.insert(2, f"  console  {link}")
+        lines.insert(3, "           (a one-time sign-in link; afterwards sign in with the admin "
+                        "credential)")  # fmt: skip
     typer.echo("\n".join(lines))
-
-
-def _supervise(children: list[Child]) -> None:
-    """Wait until a child exits; a demo load that finishes is fine, anything else stops all."""
-    while True:
-        for child in children:
-            code = child.proc.poll()
-            if code is None:
-                continue
-            if child.name == "demo load" and code == 0:
-                children.remove(child)
-                break
-            raise RuntimeError(f"{child.name} exited with status {code}; stopping the rest")
-        try:
-            children[0].proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def register(app: typer.Typer) -> None:

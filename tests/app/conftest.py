@@ -51,6 +51,6 @@ def signed_in(at: AppTest) -> AppTest:
 
 
 def open_page(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}").run()
+    at.switch_page(f"views/{page}").run()
     assert not at.exception, [e.message for e in at.exception]
     return at

@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import ADMIN_TOKEN, MAIN, open_page
+from tests.app.conftest import ADMIN_TOKEN, MAIN, open_page, signed_in
 from tests.app.stack import Served, build_app, seed, serve_in_thread
 
 pytestmark = pytest.mark.slow  # starts an executor worker process (about 20 s)
@@ -43,8 +43,8 @@ def _run_as(api: Served, tenant: str) -> dict:
 
 def test_fair_share_panel_reflects_a_served_run(live_api: Served, monkeypatch) -> None:
     monkeypatch.setenv("LEGATO_API_URL", live_api.url)
-    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
-    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    monkeypatch.delenv("LEGATO_ADMIN_TOKEN", raising=False)
+    at = signed_in(AppTest.from_file(str(MAIN), default_timeout=30))
     open_page(at, "fairshare.py")
     caption = next(c.value for c in at.caption if "runs started" in c.value)
     assert "Policy:" in caption and " 0 runs started" in caption
@@ -61,10 +61,10 @@ def test_fair_share_panel_reflects_a_served_run(live_api: Served, monkeypatch) -
 
 def test_overview_counts_the_run_per_workflow(live_api: Served, monkeypatch) -> None:
     monkeypatch.setenv("LEGATO_API_URL", live_api.url)
-    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.delenv("LEGATO_ADMIN_TOKEN", raising=False)
     _run_as(live_api, "acme")
     st.cache_data.clear()  # the loaders keep answers for a few seconds; start fresh
-    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    at = signed_in(AppTest.from_file(str(MAIN), default_timeout=30))
     assert not at.exception
     frame = next(d.value for d in at.dataframe if "slo_attainment" in d.value.columns)
     row = frame[frame["workflow"] == "tiny:1"].iloc[0]
@@ -73,12 +73,12 @@ def test_overview_counts_the_run_per_workflow(live_api: Served, monkeypatch) -> 
 
 def test_workflow_test_run_shows_outputs_and_per_node_timing(live_api: Served, monkeypatch) -> None:
     monkeypatch.setenv("LEGATO_API_URL", live_api.url)
-    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
-    at = AppTest.from_file(str(MAIN), default_timeout=60).run()
+    monkeypatch.delenv("LEGATO_ADMIN_TOKEN", raising=False)
+    at = signed_in(AppTest.from_file(str(MAIN), default_timeout=60))
     open_page(at, "workflows.py")
     at.selectbox(key="wf_name").select("tiny").run()
     at.text_area(key="wf_inputs").input('{"prompt": "hello there"}')
-    at.button[-1].click().run()
+    next(b for b in at.button if b.label == "Run").click().run()
     assert not at.exception
     assert any("succeeded" in str(m.value) for m in at.markdown), [m.value for m in at.markdown]
     steps = next(d.value for d in at.dataframe if "device_ms" in d.value.columns)
@@ -111,7 +111,7 @@ def _wait_plan(api: Served, plan_id: int, status: str, at: AppTest, timeout_s: f
 
 def test_draft_is_rolled_out_and_rolled_back_from_the_console(live_api, monkeypatch) -> None:
     monkeypatch.setenv("LEGATO_API_URL", live_api.url)
-    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.delenv("LEGATO_ADMIN_TOKEN", raising=False)
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     with httpx.Client(base_url=live_api.url, headers=admin) as http:
         devices = http.get("/admin/devices", params={"limit": 1000}).json()["items"]
@@ -123,7 +123,7 @@ def test_draft_is_rolled_out_and_rolled_back_from_the_console(live_api, monkeypa
                           "device_ids": [cpu], "replicas": replicas, "pool": "hot"})  # fmt: skip
             assert r.status_code == 201, r.text
     st.cache_data.clear()
-    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    at = signed_in(AppTest.from_file(str(MAIN), default_timeout=30))
     open_page(at, "placement.py")
     at.selectbox(key="plan_pick").select(plan).run()
     at.button(key="plan_rollout").click().run()
@@ -147,7 +147,7 @@ def test_draft_is_rolled_out_and_rolled_back_from_the_console(live_api, monkeypa
 
 def test_rollout_the_api_refuses_is_shown_and_changes_nothing(live_api, monkeypatch) -> None:
     monkeypatch.setenv("LEGATO_API_URL", live_api.url)
-    monkeypatch.setenv("LEGATO_ADMIN_TOKEN", ADMIN_TOKEN)
+    monkeypatch.delenv("LEGATO_ADMIN_TOKEN", raising=False)
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     with httpx.Client(base_url=live_api.url, headers=admin) as http:
         devices = http.get("/admin/devices", params={"limit": 1000}).json()["items"]
@@ -160,7 +160,7 @@ def test_rollout_the_api_refuses_is_shown_and_changes_nothing(live_api, monkeypa
         assert r.status_code == 201, r.text
         before = http.get("/admin/snapshot").json()["replicas"]
     st.cache_data.clear()
-    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    at = signed_in(AppTest.from_file(str(MAIN), default_timeout=30))
     open_page(at, "placement.py")
     at.selectbox(key="plan_pick").select(plan).run()
     at.button(key="plan_rollout").click().run()

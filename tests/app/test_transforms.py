@@ -233,17 +233,21 @@ def test_api_error_finds_messages_about_a_field() -> None:
     assert err.about("weight") == []
 
 
-def test_settings_read_token_from_env_or_file(tmp_path) -> None:
+def test_settings_never_carry_a_credential_and_read_the_sign_in_durations(tmp_path) -> None:
     (tmp_path / "admin_token").write_text("from-file\n")
-    assert read_settings({"LEGATO_VAR_DIR": str(tmp_path)}).admin_token == "from-file"
     env = {
         "LEGATO_VAR_DIR": str(tmp_path),
         "LEGATO_ADMIN_TOKEN": "env",
         "LEGATO_API_URL": "http://x:1/",
+        "LEGATO_CONSOLE_SESSION_S": "90",
     }
     got = read_settings(env)
-    assert (got.admin_token, got.api_url) == ("env", "http://x:1")
-    assert read_settings({"LEGATO_VAR_DIR": str(tmp_path / "none")}).admin_token is None
+    assert (got.api_url, got.var_dir, got.session_s) == ("http://x:1", tmp_path, 90.0)
+    assert "env" not in repr(got) and "from-file" not in repr(got)
+    assert read_settings({}).session_s == 8 * 3600 and read_settings({}).link_ttl_s == 3600
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(ValueError, match="LEGATO_CONSOLE_SESSION_S"):
+            read_settings({"LEGATO_CONSOLE_SESSION_S": bad})
 
 
 def test_quota_bars_show_use_as_share_and_flag_exhausted() -> None:

@@ -47,6 +47,7 @@ def test_up_starts_api_console_and_load_then_stops(tmp_path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "legato is up" in result.stdout
+    assert "/?ticket=" in result.stdout  # a one-time sign-in link to the console
     keys = json.loads((tmp_path / "var" / "demo_keys.json").read_text())
     assert set(keys) == {"acme", "globex", "initech"}
     assert all(k.startswith("lg_") for k in keys.values())

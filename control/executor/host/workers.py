@@ -9,6 +9,14 @@ itself came late (a starved process on a loaded machine, or a loop held up) was 
 listening, so silence measured across that gap says nothing about the workers and is forgiven
 once.
 
+No worker outlives this process: :meth:`Workers.stop_all` stops them in order, and when this
+process dies without stopping them (SIGKILL), each worker's pipe to it closes and the worker ends
+(its serve loop and its heartbeat thread both take a closed pipe as the order to stop). The pipe
+is the parent-death signal, rather than ``PR_SET_PDEATHSIG``, because the kernel would send that
+when the *thread* that started the worker ends, and a worker is restarted from the pipe
+reader's tick (a thread of its own, or the event loop's).
+``tests/faults/test_supervision.py`` kills a host to check it.
+
 Not thread-safe: the executor calls it under its lock (except :meth:`close_reader`).
 """
 
