@@ -17,7 +17,7 @@ from control.executor.protocol import DeviceInfo
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    heartbeat_s: float = 0.5  # interval between heartbeats; down after two missed
+    heartbeat_s: float = 0.5  # interval between heartbeats; the host judges it hung after ExecutorConfig.missed_heartbeats
     cache_dir: str = "var/models"  # converted and tiny models are kept here
     torch_threads: int = 1  # torch threads in this worker (1: predictable CPU latency)
     max_held_outputs: int = 10_000  # outputs kept for later steps before the oldest are dropped
