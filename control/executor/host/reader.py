@@ -30,6 +30,7 @@ not on what the reader had not yet read (a loop held up runs its timers before i
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import multiprocessing.connection
@@ -48,7 +49,7 @@ OnMessage = Callable[[WorkerHandle, Any, tuple], bool]
 OnClosed = Callable[[WorkerHandle, Any], None]
 
 
-class _Reader:
+class _Reader(abc.ABC):
     def __init__(
         self,
         on_message: OnMessage,
@@ -92,9 +93,9 @@ class _Reader:
     def _forget(self, conn: Any) -> None:
         self._frames.pop(conn, None)
 
+    @abc.abstractmethod
     def _stop_reading(self, conn: Any) -> None:
         """Read ``conn`` no more (it closed); its handle's own unwatch may follow."""
-        raise NotImplementedError
 
     def _drain_waiting(self, pipes: list[tuple[Any, WorkerHandle]]) -> None:
         """Read every pipe that has bytes waiting now (before health is judged)."""
