@@ -21,18 +21,10 @@ import uvicorn
 from hypothesis import HealthCheck, given, settings
 
 from control.api.settings import GatewayConfig
-from control.executor import sources
-from control.executor.host import ExecutorConfig, LocalExecutor
-from control.executor.protocol import DeviceInfo
-from control.runtime.live import RuntimeConfig
-from control.services import build_services
-from control.services.workflow_validation import make_spec_validator
-from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions
-from db.session import make_engine, make_session_factory
-from tests.api.conftest import ADMIN_TOKEN, PEPPER
+from tests.api.conftest import ADMIN_TOKEN
 from tests.api.test_inference import REFS, _seed
 from tests.api.test_schema import CHECKS, NEEDS_RUNTIME, POSTS_NEEDING_RUNTIME
+from tests.support.live_gateway import live_app, live_world
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 FIDELITY_RUN = r"^/admin/fidelity/runs$"
@@ -41,23 +33,11 @@ FIDELITY_RUN = r"^/admin/fidelity/runs$"
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def live_schema(tmp_path_factory, _sqlite_template):
     root = tmp_path_factory.mktemp("schema-live")
-    cache = root / "models"
-    for arch in ("gpt2", "bert"):
-        sources.ensure_tiny(arch, cache)
-    shutil.copyfile(_sqlite_template, root / "legato.db")
-    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
-    validator = make_spec_validator(factory)
-    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
-    ids = _seed(services)
-    key = services.api_keys.create_key("test", ids["acme"]).plaintext
-    executor = LocalExecutor(
-        ExecutorConfig(heartbeat_s=1.0, cache_dir=str(cache), use_cuda=False, poll_queue=False),
-        [DeviceInfo("cpu:0", "cpu", 0, 1024, 0)],
-    )
-    options = LiveOptions(model_refs=REFS, runtime=RuntimeConfig(sample_every_s=0.5))
-    config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=20, max_wait_s=5)
-    app = gateway_app(services, config, executor, options, spec_validator=validator,
-                      start_with_app=False)  # fmt: skip
+    world = live_world(root, _sqlite_template)
+    ids = _seed(world.services)
+    key = world.services.api_keys.create_key("test", ids["acme"]).plaintext
+    app = live_app(world, REFS, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=20,
+                                              max_wait_s=5))  # fmt: skip
     inference = app.state.gateway.inference
     await inference.start()
     # A real server on this loop (the runtime's): schemathesis's ASGI transport would run the

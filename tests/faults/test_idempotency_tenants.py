@@ -9,23 +9,14 @@ result and its own bill, while a repeat within one tenant is still answered from
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import pytest_asyncio
 import torch
 
 from control.api.settings import GatewayConfig
-from control.executor import sources
-from control.executor.host import ExecutorConfig, LocalExecutor
-from control.executor.protocol import DeviceInfo, ModelRef
-from control.runtime.live import RuntimeConfig
-from control.services import build_services
-from control.services.workflow_validation import make_spec_validator
-from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions
-from db.session import make_engine, make_session_factory
-from tests.api.conftest import ADMIN_TOKEN, PEPPER, client_for
+from control.executor.protocol import ModelRef
+from tests.api.conftest import ADMIN_TOKEN, client_for
+from tests.support.live_gateway import live_app, live_world
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
@@ -53,22 +44,11 @@ def _seed(services) -> dict[str, int]:  # noqa: ANN001
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def live(tmp_path_factory, _sqlite_template):
-    root = tmp_path_factory.mktemp("tenant-keys")
-    cache = root / "models"
-    sources.ensure_tiny("bert", cache)
-    shutil.copyfile(_sqlite_template, root / "legato.db")
-    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
-    validator = make_spec_validator(factory)
-    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
+    world = live_world(tmp_path_factory.mktemp("tenant-keys"), _sqlite_template, ("bert",))
+    services = world.services
     ids = _seed(services)
     keys = {n: services.api_keys.create_key("test", i).plaintext for n, i in ids.items()}
-    executor = LocalExecutor(
-        ExecutorConfig(heartbeat_s=1.0, cache_dir=str(cache), use_cuda=False, poll_queue=False),
-        [DeviceInfo("cpu:0", "cpu", 0, 1024, 0)],
-    )
-    options = LiveOptions(model_refs=REFS, runtime=RuntimeConfig(sample_every_s=0.5))
-    app = gateway_app(services, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=30),
-                      executor, options, spec_validator=validator, start_with_app=False)  # fmt: skip
+    app = live_app(world, REFS, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=30))
     inference = app.state.gateway.inference
     await inference.start()
     clients = {n: client_for(app, keys[n]) for n in TENANTS}

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import shutil
 import threading
 
 import httpx
@@ -31,17 +30,11 @@ import pytest
 import torch
 
 from control.api.settings import GatewayConfig
-from control.executor import sources
-from control.executor.host import ExecutorConfig, LocalExecutor
-from control.executor.protocol import DeviceInfo, ModelRef
-from control.runtime.live import InitialReplica, RuntimeConfig
-from control.services import build_services
-from control.services.workflow_validation import make_spec_validator
-from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions
-from db.session import make_engine, make_session_factory
-from tests.api.conftest import ADMIN_TOKEN, PEPPER
+from control.executor.protocol import ModelRef
+from control.runtime.live import InitialReplica
+from tests.api.conftest import ADMIN_TOKEN
 from tests.app.stack import serve_in_thread
+from tests.support.live_gateway import live_app, live_world
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.slow]
@@ -73,27 +66,13 @@ def _seed(services) -> dict[str, str]:  # noqa: ANN001
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory, _sqlite_template):
-    root = tmp_path_factory.mktemp("poison")
-    cache = root / "models"
-    for arch in ("gpt2", "bert"):
-        sources.ensure_tiny(arch, cache)
-    shutil.copyfile(_sqlite_template, root / "legato.db")
-    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
-    validator = make_spec_validator(factory)
-    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
-    keys = _seed(services)
-    device = DeviceInfo("cpu:0", "cpu", 0, 2048, 0)
-    executor = LocalExecutor(
-        ExecutorConfig(heartbeat_s=1.0, cache_dir=str(cache), use_cuda=False, poll_queue=False),
-        [device],
-    )
+    world = live_world(tmp_path_factory.mktemp("poison"), _sqlite_template)
+    keys = _seed(world.services)
     placement = [InitialReplica(key, "cpu:0") for key in REFS]
-    options = LiveOptions(model_refs=REFS, placement=placement,
-                          runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip
-    app = gateway_app(services, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=TIMEOUT_S),
-                      executor, options, spec_validator=validator)  # fmt: skip
+    app = live_app(world, REFS, GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=TIMEOUT_S),
+                   memory_mib=2048, placement=placement, start_with_app=True)  # fmt: skip
     served = serve_in_thread(app)
-    yield served.url, keys, executor
+    yield served.url, keys, app.state.gateway.inference.runtime.executor
     served.stop()
 
 

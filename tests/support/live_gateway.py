@@ -1,0 +1,71 @@
+"""A live gateway for tests over real parts: a copy of the migrated SQLite template, the services
+over it (the spec validator and the tests' key pepper), tiny real models and one CPU worker.
+
+Two steps, because a test seeds the fleet (models, workflows, tenants, keys) between them: the
+live path reads the fleet when the app is built.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from control.api.settings import GatewayConfig
+from control.executor import sources
+from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.protocol import DeviceInfo, ModelRef
+from control.runtime.live import InitialReplica, RuntimeConfig
+from control.services import Services, build_services
+from control.services.workflow_validation import make_spec_validator
+from control.wiring.gateway import gateway_app
+from control.wiring.live import LiveOptions
+from db.session import make_engine, make_session_factory
+from tests.api.conftest import PEPPER
+
+
+@dataclass(frozen=True)
+class LiveWorld:
+    """The services of a test database and where its tiny models are cached."""
+
+    services: Services
+    validator: object
+    cache: Path
+
+
+def live_world(root: Path, template: Path, archs: Iterable[str] = ("gpt2", "bert")) -> LiveWorld:
+    """Services over a copy of ``template`` in ``root``, with the tiny models of ``archs``."""
+    cache = root / "models"
+    for arch in archs:
+        sources.ensure_tiny(arch, cache)
+    shutil.copyfile(template, root / "legato.db")
+    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
+    validator = make_spec_validator(factory)
+    services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
+    return LiveWorld(services, validator, cache)
+
+
+def live_app(
+    world: LiveWorld,
+    refs: Mapping[str, ModelRef],
+    config: GatewayConfig,
+    *,
+    memory_mib: int = 1024,
+    placement: Sequence[InitialReplica] | None = None,
+    start_with_app: bool = False,
+) -> FastAPI:
+    """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
+    (not started unless ``start_with_app``: then its lifespan starts the live path)."""
+    executor = LocalExecutor(
+        ExecutorConfig(
+            heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False
+        ),  # fmt: skip
+        [DeviceInfo("cpu:0", "cpu", 0, memory_mib, 0)],
+    )
+    options = LiveOptions(model_refs=refs, placement=placement,
+                          runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip
+    return gateway_app(world.services, config, executor, options,
+                       spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip
