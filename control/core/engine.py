@@ -50,6 +50,7 @@ from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
+from control.core.runs import CancelRun
 from control.core.snapshot import CoreSnapshot, build_snapshot
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
@@ -86,6 +87,7 @@ class ControlCore:
             OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
             DeviceDown: self._defer,
+            CancelRun: self._defer,  # a run ends only inside step (its actions go in a plan)
             ReplicaLoadFailed: self._defer,
             ReplicaUnloaded: self._defer,
             PlacementChanged: self._on_placement,

@@ -21,7 +21,7 @@ from control.core.fleet import device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
-from control.core.runs import admit, fail_step, on_item_done, preempt
+from control.core.runs import CancelRun, admit, cancel, fail_step, on_item_done, preempt
 from control.core.stealer import steal_phase
 from control.core.types import BatchResult
 
@@ -86,6 +86,8 @@ def completions(
     for ev in deferred:
         if isinstance(ev, DeviceDown):
             device_down(pol, runs, cluster, queues, log, ev.device_id, ev.reason, now)
+        elif isinstance(ev, CancelRun):
+            cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
             why = f"load failed: {ev.error}"
             fail_replica(pol, runs, cluster, queues, log, ev.replica_id, why, now)

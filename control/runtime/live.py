@@ -27,6 +27,7 @@ from control.core.actions import RolloutTransition
 from control.core.assembly import CoreBlueprint, build_core
 from control.core.events import DeviceUp
 from control.core.latency import LatencyModel
+from control.core.runs import CancelRun
 from control.executor.heap import freeze_startup_heap
 from control.executor.protocol import Executor, ModelRef
 from control.runtime.actuator import Actuator
@@ -250,6 +251,10 @@ class LiveRuntime:
         reply = asyncio.get_running_loop().create_future()
         self.driver.put(Ingest(event, reply))
         await reply
+
+    async def cancel_run(self, run_id: str, reason: str = "cancelled by its caller") -> None:
+        """Ask the core to end ``run_id`` as cancelled (idempotent; its handle resolves)."""
+        await self.ingest(CancelRun(run_id, reason))
 
     # ---- internals
     def _nodes(self, workflow: str) -> tuple[dict[str, str], dict[str, str], frozenset[str]]:

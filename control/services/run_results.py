@@ -15,7 +15,7 @@ from control.runtime.types import RunResult, UsageRecord
 
 #: Runtime statuses -> request statuses (a preempted or timed-out run failed for its caller).
 REQUEST_STATUS = {"succeeded": "succeeded", "rejected": "rejected", "failed": "failed",
-                  "preempted": "failed", "timed_out": "failed"}  # fmt: skip
+                  "preempted": "failed", "timed_out": "failed", "cancelled": "cancelled"}  # fmt: skip
 #: Largest JSON text of one node output kept in the row; bigger values are summarised.
 MAX_NODE_OUTPUT_CHARS = 2000
 

@@ -27,7 +27,7 @@ class Preempt:
 @value
 class RunFinished:
     request_id: str
-    status: str  # "succeeded" | "failed" | "preempted" | "timed_out"
+    status: str  # "succeeded" | "failed" | "preempted" | "timed_out" | "cancelled"
     outputs: Mapping[str, tuple[InputRef, ...]]
     error: str | None
     reason: str
