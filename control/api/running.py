@@ -21,6 +21,7 @@ from control.api.errors import ApiError, Problem
 from control.api.ports import Inference
 from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
+from control.services.errors import Conflict
 from control.services.inference_calls import RunCall, Started
 from control.store.records import RequestRecord
 
@@ -88,13 +89,22 @@ async def settled(gw: Gateway, run_id: str, timeout_s: float) -> RequestRecord:
     inference = inference_of(gw)
     record = await inference.wait(run_id, timeout_s)
     if record.status in ("queued", "running"):
-        await inference.recorded(run_id)  # the run id below must be found by a GET
-        raise ApiError(
-            504,
-            "timeout",
-            f"run {run_id} did not finish within {timeout_s:g} s; it goes on: "
-            f"GET /v1/runs/{run_id}?wait=30 for its result",
-        )
+        # the caller gave up: the run is cancelled, so that it holds no quota, concurrency or
+        # queue place for an answer nobody waits for (issue 22); one that ended meanwhile stands
+        try:
+            record = await inference.cancel(
+                run_id, "gateway", f"caller timed out ({timeout_s:g} s)"
+            )
+        except Conflict:
+            record = await inference.get(run_id)
+        if record.status in ("queued", "running", "cancelled"):
+            await inference.recorded(run_id)  # the run id below must be found by a GET
+            raise ApiError(
+                504,
+                "timeout",
+                f"run {run_id} did not finish within {timeout_s:g} s: cancelled "
+                f"(GET /v1/runs/{run_id} shows it)",
+            )
     return record
 
 

@@ -46,6 +46,7 @@ from control.services.inference_calls import (  # re-exported: callers import th
     Started,
     estimate_tokens,
 )
+from control.services.inference_cancel import CancelMixin
 from control.services.inference_reads import ReadsMixin, until_ended
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
@@ -64,7 +65,7 @@ __all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "esti
 MAX_KEY_RETRIES = 50
 
 
-class InferenceService(SettleMixin, ReadsMixin):
+class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
     """Runs requests on ``runtime`` (a ``LiveRuntime``, not yet started) and records them.
 
     ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to database

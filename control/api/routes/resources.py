@@ -42,8 +42,9 @@ RESOURCES: tuple[Resource, ...] = (
              t.QuotaUpdate, t.QuotaFilter, "delete"),
     Resource("/admin/headroom", "headroom_reservation", lambda s: s.headroom, t.HeadroomOut,
              t.HeadroomCreate, t.HeadroomUpdate, t.HeadroomFilter, "delete"),
+    # DELETE /admin/requests/{id} is routes.runs.cancel_request: a cancel through the runtime
     Resource("/admin/requests", "request", lambda s: s.requests, r.RequestOut, None, None,
-             r.RequestFilter, "retire", id_type=StrId),
+             r.RequestFilter, None, id_type=StrId),
     Resource("/admin/whatif", "whatif_run", lambda s: s.whatif, r.WhatIfOut, None, None,
              r.WhatIfFilter, "delete"),
     Resource("/admin/traces", "trace", lambda s: s.traces, r.TraceOut, None, None, None, None),

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from control.api.deps import AnyoneDep, GatewayDep, PageDep, TenantDep
+from control.api.deps import AdminDep, AnyoneDep, GatewayDep, PageDep, TenantDep
 from control.api.errors import ERROR_RESPONSES
 from control.api.pagination import page_of
 from control.api.running import (
@@ -26,8 +26,9 @@ from control.api.running import (
 )
 from control.api.schemas.common import Page
 from control.api.schemas.inference import RunCreate, RunOut
-from control.api.schemas.records import RequestStatus
+from control.api.schemas.records import RequestOut, RequestStatus
 from control.api.state import Gateway, gateway
+from control.store.records import RequestRecord
 
 router = APIRouter(
     tags=["runs"],
@@ -97,6 +98,29 @@ async def get_run(
     if wait > 0 and record.status in ("queued", "running") and gw.inference is not None:
         record = await gw.inference.wait(run_id, min(wait, gw.config.max_wait_s))
     return run_out(record)
+
+
+@router.post("/v1/runs/{run_id}/cancel")
+async def cancel_run(gw: GatewayDep, run_id: RunId, who: TenantDep) -> RunOut:
+    """Cancel the tenant's own run: it stops (queued steps dropped, running ones cancelled,
+    nothing billed after this answer but work already done) and the answer is the run, now
+    ``cancelled``. Cancelling a cancelled run answers it again; an ended run is a 409."""
+    record = own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
+    return run_out(await _cancel(gw, record.id, who.actor, f"cancelled by tenant {who.actor}"))
+
+
+@router.delete("/admin/requests/{run_id}", tags=["request"])
+async def cancel_request(gw: GatewayDep, run_id: RunId, who: AdminDep) -> RequestOut:
+    """Cancel any tenant's request (admin): the same runtime cancel as a tenant's."""
+    record = await run_in_threadpool(gw.services.requests.get, run_id)
+    done = await _cancel(gw, record.id, who.actor, f"cancelled by {who.actor}")
+    return RequestOut.model_validate(done, from_attributes=True)
+
+
+async def _cancel(gw: Gateway, run_id: str, actor: str, reason: str) -> RequestRecord:
+    if gw.inference is None:  # no live runtime: the row only (as a run cannot be going on)
+        return await run_in_threadpool(gw.services.requests.retire, actor, run_id)
+    return await gw.inference.cancel(run_id, actor, reason)
 
 
 @router.get(
