@@ -334,13 +334,14 @@ async def test_loadgen_replays_a_trace_as_several_tenants(live):
     assert rows["acme"].ok == rows["globex"].ok == 4 and rows["all"].errors == 0
 
 
-async def test_sync_timeout_is_504_and_the_run_goes_on(acme):
+async def test_sync_timeout_is_504_and_the_run_is_cancelled(acme):
+    """The caller gave up: its run is cancelled so that it holds no quota (issue 22)."""
     body = {"inputs": {"query": "q", "documents": ["a", "b"]}, "timeout_s": 0.001}
     r = await acme.post("/v1/workflows/pipe/versions/1/runs", json=body)
     assert r.status_code == 504, r.text
     run_id = r.json()["detail"].split()[1]
     later = await acme.get(f"/v1/runs/{run_id}", params={"wait": 30})
-    assert later.json()["status"] == "succeeded"
+    assert later.json()["status"] == "cancelled"
 
 
 async def test_failed_run_is_billed_only_for_completed_steps(live, acme):
@@ -428,7 +429,7 @@ async def test_snapshot_shows_rollout_and_recent_runs(live):
     assert "rollout" in snap and "pending" in snap and "cold_starts" in snap
     recent = snap["recent_runs"]
     assert recent and recent[0]["finished_at"] >= recent[-1]["finished_at"]
-    assert {r["status"] for r in recent} <= {"succeeded", "failed", "rejected"}
+    assert {r["status"] for r in recent} <= {"succeeded", "failed", "rejected", "cancelled"}
 
 
 async def test_workflow_the_live_fleet_cannot_run_is_503_and_not_recorded(live, acme):
