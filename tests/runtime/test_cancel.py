@@ -3,17 +3,20 @@ executor records what the actuator asks; no workers)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from control.core.actions import BatchItem as CoreItem
-from control.core.actions import Dispatch, InputBinding, Preempt
+from control.core.actions import Dispatch, InputBinding, Preempt, RunFinished
 from control.core.tenancy.cost import CostModel
-from control.core.types import InputRef
+from control.core.types import InputRef, Request
 from control.executor.protocol import ItemCompleted, ItemResult, StepKey, WorkerDown
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.metrics import RuntimeMetrics
-from control.runtime.state import Complete, Ingest, PendingBatch
+from control.runtime.state import Complete, Ingest, PendingBatch, RunState
+from control.runtime.types import RunHandle
 
 
 class RecordingExecutor:
@@ -24,6 +27,9 @@ class RecordingExecutor:
 
     def cancel(self, keys) -> None:  # noqa: ANN001
         self.cancelled.append(sorted(keys))
+
+    def release_run(self, run_id: str) -> None:  # a finished run's outputs are dropped
+        self.cancelled.append([f"release {run_id}"])
 
 
 def core_item(run: str, node: str) -> CoreItem:
@@ -71,3 +77,29 @@ def test_failures_lost_with_a_worker_wait_for_its_worker_down(cause, held_until_
     assert isinstance(after[0], Ingest)  # the device goes down first in the same instant
     completes = [r for r in records if isinstance(r, Complete)]
     assert len(completes) == 1 and not completes[0].result.items[0].ok
+
+
+def test_a_cancelled_runs_step_that_finishes_later_is_not_billed():
+    """Work done before the cancel is billed; a step still running at the cancel comes back
+    later, and its result is discarded unbilled (the run is no longer held)."""
+    a, b = core_item("r1", "a"), core_item("r1", "b")
+    billed: list = []
+    loop = asyncio.new_event_loop()
+    try:
+        handle = RunHandle("r1", loop)
+        runs = {"r1": RunState(handle, Request("r1", "t1", "wf"), {"a": "embed", "b": "embed"},
+                               {"a": "m:1", "b": "m:1"}, 0.0)}  # fmt: skip
+        done = Completions(runs, CostModel(), RuntimeMetrics(), billed.append, lambda d: None,
+                           lambda d: [])  # fmt: skip
+        ex = RecordingExecutor()
+        act = Actuator(ex, done, runs, {}, {}, RuntimeMetrics(), lambda r: None)  # type: ignore[arg-type]
+        d = Dispatch("b1", "rep", "m:1", None, ("cpu:0",), (a, b), 8, 1000, "test")
+        done.expect(PendingBatch(d, {i.idempotency_key: i for i in (a, b)}, 0.0, "cpu:0", "rep"))
+        done.on_event(ItemCompleted(result(a, True, None)), 1.0)  # finished before the cancel
+        act.apply([Preempt("r1", (b.key,), "cancelled"),
+                   RunFinished("r1", "cancelled", {}, "cancelled", "cancelled")], 2.0)  # fmt: skip
+        assert [b.idempotency_key] in ex.cancelled and handle.done
+        done.on_event(ItemCompleted(result(b, True, None)), 3.0)  # it had started: late result
+        assert [u.node_id for u in billed] == ["a"]
+    finally:
+        loop.close()
