@@ -107,6 +107,8 @@ async def test_cancel_mid_step_stops_the_run_bills_nothing_after_and_frees_the_q
     # was never dispatched, so it can never be billed
     assert [u.node_id for u in billed] == []
     assert (await client.get(f"/v1/runs/{run_id}")).json()["status"] == "cancelled"
+    events = (await client.get(f"/v1/runs/{run_id}/events")).text
+    assert events.rstrip().splitlines()[-2] == "event: cancelled", events  # the stream's end
     audit = services.audit.page(entity_type="request", action="cancel", limit=10)
     assert any(a.entity_id == run_id for a in audit.items)
 

@@ -130,7 +130,7 @@ async def _cancel(gw: Gateway, run_id: str, actor: str, reason: str) -> RequestR
 )
 async def run_events(gw: GatewayDep, run_id: RunId, who: AnyoneDep) -> StreamingResponse:
     """Server-sent events of a run: ``token`` events while it generates, then one ``result``
-    event with the run (at once when it has already ended)."""
+    event with the run (``cancelled`` for a cancelled run; at once when it has already ended)."""
     own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
     return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")
 
@@ -147,4 +147,5 @@ async def sse_events(gw: Gateway, run_id: str) -> AsyncIterator[bytes]:
         async for d in deltas:
             yield _sse("token", {"node": d.node_id, "index": d.index, "text": d.text})
     record = await inference.wait(run_id, gw.config.max_wait_s)
-    yield _sse("result", run_out(record).model_dump(mode="json"))
+    end = "cancelled" if record.status == "cancelled" else "result"  # a cancel ends it plainly
+    yield _sse(end, run_out(record).model_dump(mode="json"))

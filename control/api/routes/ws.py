@@ -4,7 +4,8 @@ Authenticate on the handshake with ``Authorization: Bearer <tenant key>`` (or a 
 ``{"token": "..."}`` for clients that cannot set headers). Then send
 ``{"workflow": name, "version": v, "inputs": {...}, "idempotency_key": optional}``; the server
 answers ``{"type": "accepted", "run_id"}``, ``{"type": "token", ...}`` per streamed delta and
-``{"type": "result", "run": {...}}`` at the end, or ``{"type": "error", "status", "error",
+``{"type": "result", "run": {...}}`` at the end (``"cancelled"`` for a cancelled run), or
+``{"type": "error", "status", "error",
 "detail"}``. A bad credential closes the socket with code 1008.
 
 Every message must be JSON text (the HTTP routes' limits apply: at most ``max_body_bytes``,
@@ -112,7 +113,8 @@ async def _one_run(ws: WebSocket, gw: Gateway, who: Principal, msg: dict[str, An
             await ws.send_json({"type": "token", "run_id": run_id, "node": d.node_id,
                                 "index": d.index, "text": d.text})  # fmt: skip
     record = await gw.inference.wait(run_id, gw.config.max_wait_s)
-    await ws.send_json({"type": "result", "run": run_out(record).model_dump(mode="json")})
+    end = "cancelled" if record.status == "cancelled" else "result"  # a cancelled run says so
+    await ws.send_json({"type": end, "run": run_out(record).model_dump(mode="json")})
 
 
 async def _serve(ws: WebSocket, gw: Gateway, who: Principal) -> None:
