@@ -5,8 +5,8 @@ Authenticate on the handshake with ``Authorization: Bearer <tenant key>`` (or a 
 ``{"workflow": name, "version": v, "inputs": {...}, "idempotency_key": optional}``; the server
 answers ``{"type": "accepted", "run_id"}``, ``{"type": "token", ...}`` per streamed delta and
 ``{"type": "result", "run": {...}}`` at the end (``"cancelled"`` for a cancelled run), or
-``{"type": "error", "status", "error",
-"detail"}``. A bad credential closes the socket with code 1008.
+``{"type": "error", "status", "error", "detail"}``. A bad credential closes the socket with
+code 1008.
 
 Every message must be JSON text (the HTTP routes' limits apply: at most ``max_body_bytes``,
 nesting at most ``max_json_depth``, no lone surrogate). One that is not gets an ``error``
