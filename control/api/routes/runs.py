@@ -119,6 +119,9 @@ async def cancel_request(gw: GatewayDep, run_id: RunId, who: AdminDep) -> Reques
 
 async def _cancel(gw: Gateway, run_id: str, actor: str, reason: str) -> RequestRecord:
     if gw.inference is None:  # no live runtime: the row only (as a run cannot be going on)
+        record = await run_in_threadpool(gw.services.requests.get, run_id)
+        if record.status == "cancelled":
+            return record  # idempotent, as through the runtime
         return await run_in_threadpool(gw.services.requests.retire, actor, run_id)
     return await gw.inference.cancel(run_id, actor, reason)
 
