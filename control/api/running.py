@@ -62,10 +62,12 @@ async def start_run(
     session_id: str | None = None,
     announce_at_end: bool = False,
     sampling: Mapping[str, Any] | None = None,
+    timeout_s: float | None = None,
 ) -> Started:
     """Record and start a run for the calling tenant (or find the first one of ``key``).
     ``announce_at_end``: the caller will answer only with the settled run (synchronous routes),
-    so its row may be committed together with its end."""
+    so its row may be committed together with its end. ``timeout_s``: how long the caller
+    waits (the run's deadline: admission refuses a run predicted to wait longer)."""
     assert who.tenant_id is not None and who.tenant_name is not None
     call = RunCall(
         tenant_id=who.tenant_id,
@@ -80,6 +82,7 @@ async def start_run(
         session_id=session_id,
         announce_at_end=announce_at_end,
         sampling=dict(sampling or {}),
+        timeout_s=timeout_s,
     )
     return await inference_of(gw).submit(call)
 

@@ -14,6 +14,7 @@ from typing import Any
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
+from control.core.capacity import CapacityAdmissionConfig
 from control.core.cluster import Cluster
 from control.core.latency import LatencyModel
 from control.core.parts import (
@@ -77,6 +78,14 @@ class CoreConfig:
             "help": "times one step may be retried elsewhere after its device or replica was "
             "lost while it ran; these retries do not use the node's own retries, and the bound "
             "stops a step that keeps killing its worker from looping forever"
+        },
+    )
+
+    capacity_admission: CapacityAdmissionConfig = field(
+        default_factory=CapacityAdmissionConfig,
+        metadata={
+            "help": "refuse (429, Retry-After the predicted drain) a run whose predicted "
+            "queue delay already exceeds the time to its deadline; lower classes first"
         },
     )
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control.core.actions import Preempt, Reject, RunFinished, StepRetried
+from control.core.capacity import capacity_refusal
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.dag.run import CompiledDag, DagRun, StepRef
@@ -67,6 +68,14 @@ def admit(
     """Ask tenancy; start the run (its ready nodes become steps, the models its later nodes
     need may be preloaded) or emit a Reject with its reason."""
     dag = catalog.workflows[req.workflow]
+    full = capacity_refusal(
+        pol.config.capacity_admission, cluster, queues, dag.first_models, req.priority_class,
+        req.deadline, now,
+    )  # fmt: skip
+    if full is not None:  # before tenancy: a refused run takes no quota or tokens
+        log.counters["runs.refused_capacity"] += 1
+        log.emit(Reject(req.request_id, full.reason, full.retry_after_s))
+        return
     est_tokens, est_cost = _estimate(pol, catalog, req, dag)
     decision = pol.tenancy.admit(
         AdmissionRequest(

@@ -197,6 +197,7 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
             prompt_tokens=estimate_tokens(call.payload),
             max_output_tokens=call.max_output_tokens,
             idempotency_key=call.idempotency_key,
+            deadline=_deadline(self.runtime, call.timeout_s),
         )
         trace = RunTrace(accepted_at=self.clock.monotonic())
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
@@ -245,3 +246,13 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
             )
         state = "no such workflow" if stored is None else f"it is {stored.status}"
         raise UnknownReference("workflow", f"{name}@{version}", f"active workflow ({state})")
+
+
+def _deadline(runtime: Any, timeout_s: float | None) -> float | None:
+    """The core's deadline for a run its caller waits ``timeout_s`` for, on the runtime's
+    clock (the core's time); None without a timeout, or for a runtime without a clock (a
+    test double), whose runs are then admitted as before."""
+    clock = getattr(runtime, "clock", None)
+    if timeout_s is None or clock is None:
+        return None
+    return float(clock.monotonic()) + timeout_s

@@ -35,6 +35,9 @@ class RunCall:
     announce_at_end: bool = False
     #: sampling of the run's generate steps (``temperature``, ``top_p``, ``seed``)
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    #: how long the caller waits for the end (sync routes): the run's deadline in the core, so
+    #: a run predicted to wait longer is refused at the door (429) instead of timing out
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ async def _one(
 ) -> RequestRecord:  # fmt: skip
     started = await start_run(gw, who, (single_model_name(model.name), model.version), payload,
                               digest, key, max_output_tokens=max_tokens,
-                              announce_at_end=True)  # fmt: skip
+                              announce_at_end=True,
+                              timeout_s=gw.config.sync_timeout_s)  # fmt: skip
     record = await settled(gw, started.request.id, gw.config.sync_timeout_s)
     raise_for_outcome(record, fields)  # a bad input is named as this route's field
     return record

@@ -55,7 +55,8 @@ async def create_run(
     started = await start_run(gw, who, (name, version), body.inputs, digest, key,
                               max_output_tokens=body.max_output_tokens,
                               session_id=body.session_id,
-                              announce_at_end=body.mode == "sync")  # fmt: skip
+                              announce_at_end=body.mode == "sync",
+                              timeout_s=_timeout(gw, body))  # fmt: skip
     run_id = started.request.id
     if body.mode == "async":
         return JSONResponse(
@@ -63,9 +64,14 @@ async def create_run(
         )  # type: ignore[return-value]
     if body.mode == "stream":
         return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")  # type: ignore[return-value]
-    record = await settled(gw, run_id, body.timeout_s or gw.config.sync_timeout_s)
+    record = await settled(gw, run_id, _timeout(gw, body) or gw.config.sync_timeout_s)
     raise_for_outcome(record)
     return run_out(record)
+
+
+def _timeout(gw: Gateway, body: RunCreate) -> float | None:
+    """How long a sync caller waits (its run's deadline); None for async and stream runs."""
+    return (body.timeout_s or gw.config.sync_timeout_s) if body.mode == "sync" else None
 
 
 @router.get("/v1/runs")
