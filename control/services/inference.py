@@ -49,7 +49,7 @@ from control.services.inference_calls import (  # re-exported: callers import th
 from control.services.inference_reads import ReadsMixin, until_ended
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
-from control.services.run_records import AcceptRequest, Submission
+from control.services.run_records import RESTART_FAILURE, AcceptRequest, Submission, spent_slot
 from control.services.run_results import RunTrace
 from control.store import lifecycle
 from control.store import records as rec
@@ -122,10 +122,9 @@ class InferenceService(SettleMixin, ReadsMixin):
         await self.writer.stop()
 
     def _recover(self, now: datetime) -> list[str]:
-        error = "the gateway restarted before this run finished; completed steps stay billed"
         with session_scope(self.factory) as session:
             ids = lifecycle.fail_open_requests(
-                session, received_before=now, error=error, finished_at=now
+                session, received_before=now, error=RESTART_FAILURE, finished_at=now
             )
         if ids:
             log.warning("marked %d request(s) left open by an earlier process failed", len(ids))
@@ -206,9 +205,10 @@ class InferenceService(SettleMixin, ReadsMixin):
         return live
 
     async def _record(self, call: RunCall) -> Submission:
-        """Write the request. A key whose request was refused by admission (429) is not spent:
-        the retry it asked for is recorded under the key's next retry slot (``key~retryN``),
-        and a later repeat walks the chain to the latest attempt."""
+        """Write the request. A key whose request was refused by admission (429) or failed by a
+        restart (:func:`spent_slot`) is not spent: the retry is recorded under the key's next
+        retry slot (``key~retryN``), and a later repeat walks the chain to the latest attempt
+        (a different body still conflicts: the writer compares bodies before this check)."""
         priority = call.priority_class or self.catalog.priority_of(call.tenant_name)
         sub: Submission | None = None
         for attempt in range(MAX_KEY_RETRIES + 1):
@@ -216,7 +216,7 @@ class InferenceService(SettleMixin, ReadsMixin):
             if key is not None and attempt:
                 key = f"{key}~retry{attempt}"
             sub = await self.writer.write(self._accept_op(call, key, priority))
-            if not (sub.existing and sub.request.status == "rejected"):
+            if not (sub.existing and spent_slot(sub.request)):
                 return sub
         assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
