@@ -10,8 +10,10 @@ anything is queued) and report a reused idempotency key as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from control.services import rules as r
 from control.services.errors import IdempotencyConflict, ValidationError
@@ -77,6 +79,7 @@ class AcceptRequest(runlog.AcceptRequest):
         priority_class: str,
         received_at: datetime,
         idempotency_key: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
     ) -> AcceptRequest:
         values = {
             "tenant_id": tenant_id,
@@ -94,7 +97,7 @@ class AcceptRequest(runlog.AcceptRequest):
             id=request_id, status="queued", received_at=received_at, started_at=None,
             first_token_at=None, finished_at=None, error=None, result=None, **values,
         )  # fmt: skip
-        return cls(record)
+        return cls(record, inputs)
 
     def conflict(self, found: rec.RequestRecord) -> BaseException:
         return IdempotencyConflict(self.record.idempotency_key or "", found.id)
