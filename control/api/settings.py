@@ -39,6 +39,12 @@ class GatewaySettings(BaseSettings):
         60.0, gt=0, description="Default time a synchronous run may take before a 504."
     )
     max_wait_s: float = Field(60.0, gt=0, description="Longest long-poll ?wait= honoured.")
+    resume_max_age_s: float = Field(
+        3600.0,
+        ge=0,
+        description="On start, runs an earlier process left open that were received at most "
+        "this long ago are resumed; older ones fail retryably (0: none is resumed).",
+    )
     key_cache_ttl_s: float = Field(
         2.0,
         ge=0,

@@ -29,7 +29,6 @@ import logging
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -48,14 +47,13 @@ from control.services.inference_calls import (  # re-exported: callers import th
 )
 from control.services.inference_cancel import CancelMixin
 from control.services.inference_reads import ReadsMixin, until_ended
+from control.services.inference_recovery import RESUME_MAX_AGE_S, RecoveryMixin
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
-from control.services.run_records import AcceptRequest, Submission
+from control.services.run_records import AcceptRequest, Submission, spent_slot
 from control.services.run_results import RunTrace
-from control.store import lifecycle
 from control.store import records as rec
 from control.store.runlog import GroupCommitWriter, WriterConfig
-from db.session import session_scope
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +63,15 @@ __all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "esti
 MAX_KEY_RETRIES = 50
 
 
-class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
+class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
     """Runs requests on ``runtime`` (a ``LiveRuntime``, not yet started) and records them.
 
     ``model_ids``/``device_ids`` map the core's names (``name:version``, ``cpu:0``) to database
     ids for the ledger. ``on_settled`` is told each settled run (metrics); it is given here,
-    at construction, and not replaced after. ``recover_on_start`` fails requests left open by
-    an earlier process (a single gateway per database; turn it off when several gateways
-    share one). ``clock`` is where the service reads time.
+    at construction, and not replaced after. ``recover_on_start`` resumes or fails requests left
+    open by an earlier process (a single gateway per database; turn it off when several
+    gateways share one); ``resume_max_age_s`` bounds the age of a run still resumed (see
+    :mod:`control.services.inference_recovery`). ``clock`` is where the service reads time.
     """
 
     def __init__(
@@ -86,6 +85,7 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
         on_settled: Callable[[str, rec.RequestRecord, tuple[UsageRecord, ...]], None] | None = None,
         writer: WriterConfig = WriterConfig(),
         recover_on_start: bool = True,
+        resume_max_age_s: float = RESUME_MAX_AGE_S,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.services = services
@@ -96,22 +96,28 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
         self.device_ids = dict(device_ids)
         self.on_settled = on_settled
         self.recover_on_start = recover_on_start
+        self.resume_max_age_s = resume_max_age_s
         self.catalog = LiveCatalog.of(runtime.blueprint)
         self.writer = GroupCommitWriter(factory, writer)
         self.started = False
-        self.recovered: list[str] = []
+        self.recovered: list[str] = []  # failed by the restart
+        self.resumed: list[str] = []
         self._live: dict[str, LiveRun] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
-        """Start the writer, fail requests an earlier process left open, start the runtime."""
+        """Start the writer, requeue or fail the requests an earlier process left open, start
+        the runtime, then resume the requeued ones (:mod:`.inference_recovery`)."""
         self.writer.start()
+        resume = []
         if self.recover_on_start:
-            self.recovered = await self.writer.run_in_db_thread(self._recover, self.clock.utcnow())
+            resume = await self.writer.run_in_db_thread(self._recover, self.clock.utcnow())
         # the commit of a turn's run ends starts as the turn ends, not a loop iteration later
         await self.runtime.start(usage_sink=self._on_usage, after_turn=(self.writer.commit_now,))
         self.started = True
+        for run in resume:
+            self._resume(run)
 
     async def stop(self) -> None:
         """Stop the runtime (unfinished runs resolve failed), settle them, flush the writer."""
@@ -121,16 +127,6 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
         if settling:
             await asyncio.gather(*settling)
         await self.writer.stop()
-
-    def _recover(self, now: datetime) -> list[str]:
-        error = "the gateway restarted before this run finished; completed steps stay billed"
-        with session_scope(self.factory) as session:
-            ids = lifecycle.fail_open_requests(
-                session, received_before=now, error=error, finished_at=now
-            )
-        if ids:
-            log.warning("marked %d request(s) left open by an earlier process failed", len(ids))
-        return ids
 
     # ---- health ----------------------------------------------------------------------------
     def readiness(self) -> str:
@@ -208,9 +204,10 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
         return live
 
     async def _record(self, call: RunCall) -> Submission:
-        """Write the request. A key whose request was refused by admission (429) is not spent:
-        the retry it asked for is recorded under the key's next retry slot (``key~retryN``),
-        and a later repeat walks the chain to the latest attempt."""
+        """Write the request. A key whose request was refused by admission (429) or failed by a
+        restart (:func:`spent_slot`) is not spent: the retry is recorded under the key's next
+        retry slot (``key~retryN``), and a later repeat walks the chain to the latest attempt
+        (a different body still conflicts: the writer compares bodies before this check)."""
         priority = call.priority_class or self.catalog.priority_of(call.tenant_name)
         sub: Submission | None = None
         for attempt in range(MAX_KEY_RETRIES + 1):
@@ -218,7 +215,7 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
             if key is not None and attempt:
                 key = f"{key}~retry{attempt}"
             sub = await self.writer.write(self._accept_op(call, key, priority))
-            if not (sub.existing and sub.request.status == "rejected"):
+            if not (sub.existing and spent_slot(sub.request)):
                 return sub
         assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
@@ -232,8 +229,15 @@ class InferenceService(SettleMixin, ReadsMixin, CancelMixin):
             workflow_name=call.workflow_name, workflow_version=call.workflow_version,
             body_hash=call.body_hash,
             priority_class=priority or call.priority_class or self.catalog.priority_of(call.tenant_name),
-            received_at=self.clock.utcnow(), idempotency_key=key,
+            received_at=self.clock.utcnow(), idempotency_key=key, inputs=self._inputs(call),
         )  # fmt: skip
+
+    def _inputs(self, call: RunCall) -> dict[str, Any]:
+        """What resuming the run after a restart needs (recorded with the accept)."""
+        return {"tenant_name": call.tenant_name, "idempotency_key": call.idempotency_key,
+                "session_id": call.session_id, "max_output_tokens": call.max_output_tokens,
+                "payload": dict(call.payload), "sampling": dict(call.sampling),
+                "recorded_at": self.clock.utcnow()}  # fmt: skip
 
     async def _refuse_unrunnable(self, name: str, version: str) -> None:
         """The workflow is not in the live core: ServiceUnavailable for an active stored one

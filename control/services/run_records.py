@@ -10,8 +10,10 @@ anything is queued) and report a reused idempotency key as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from control.services import rules as r
 from control.services.errors import IdempotencyConflict, ValidationError
@@ -21,7 +23,33 @@ from control.store import runlog
 from control.store.runlog import TERMINAL, Submission
 from db import vocab
 
-__all__ = ["TERMINAL", "AcceptRequest", "BillStep", "FinishRequest", "Submission"]
+__all__ = [
+    "RESTART_FAILURE",
+    "TERMINAL",
+    "AcceptRequest",
+    "BillStep",
+    "FinishRequest",
+    "Submission",
+    "spent_slot",
+]
+
+#: The error of a run an earlier process left open. It starts with "retryable:" so a client
+#: can tell it from a failure of the run itself: a repeat of its idempotency key (same body)
+#: runs the request again instead of replaying this failure.
+RESTART_FAILURE = (
+    "retryable: the gateway restarted before this run finished; completed steps stay billed; "
+    "repeat the request with the same Idempotency-Key to run it again"
+)
+
+
+def spent_slot(found: rec.RequestRecord) -> bool:
+    """Whether an idempotency key's request ``found`` leaves the key free for a new attempt:
+    refused by admission (429), or failed by a restart. Any other request is the key's answer
+    and is replayed, as idempotency requires."""
+    if found.status == "rejected":
+        return True
+    return found.status == "failed" and (found.error or "").startswith(RESTART_FAILURE)
+
 
 _ACCEPT_RULES = (
     r.positive("tenant_id"),
@@ -51,6 +79,7 @@ class AcceptRequest(runlog.AcceptRequest):
         priority_class: str,
         received_at: datetime,
         idempotency_key: str | None = None,
+        inputs: Mapping[str, Any] | None = None,
     ) -> AcceptRequest:
         values = {
             "tenant_id": tenant_id,
@@ -68,7 +97,7 @@ class AcceptRequest(runlog.AcceptRequest):
             id=request_id, status="queued", received_at=received_at, started_at=None,
             first_token_at=None, finished_at=None, error=None, result=None, **values,
         )  # fmt: skip
-        return cls(record)
+        return cls(record, inputs)
 
     def conflict(self, found: rec.RequestRecord) -> BaseException:
         return IdempotencyConflict(self.record.idempotency_key or "", found.id)

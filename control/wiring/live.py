@@ -73,6 +73,8 @@ class LiveOptions:
     core_config: CoreConfig = field(default_factory=serving_core_config)
     #: the run log's writer: group commit and its fast paths (each one switchable)
     writer: WriterConfig = field(default_factory=WriterConfig)
+    #: runs left open by an earlier process older than this are failed, not resumed
+    resume_max_age_s: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ def build_live(
         device_ids={d.name: d.id for d in services.devices.list()},
         on_settled=on_settled,
         writer=options.writer,
+        resume_max_age_s=options.resume_max_age_s,
     )
     return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
 

@@ -66,3 +66,25 @@ class UsageEntry(Base):
     device_ms: Mapped[int] = mapped_column(default=0)
     cost_units: Mapped[int] = mapped_column(default=0)
     recorded_at: Mapped[datetime] = created_at_column()
+
+
+class RunInput(Base):
+    """What an accepted run needs to be run again after a restart: its inputs, sampling and
+    the names the runtime knows it by. One row per request, written in the accept's commit and
+    deleted once the request has ended (a restart purges those of ended requests). Read only
+    by the gateway's recovery, never served: ``tenant_id`` repeats the request's so that no
+    read can join one tenant's inputs to another's request."""
+
+    __tablename__ = "run_inputs"
+
+    request_id: Mapped[str] = mapped_column(
+        ForeignKey("requests.id", ondelete="CASCADE"), primary_key=True
+    )
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id", ondelete="RESTRICT"))
+    tenant_name: Mapped[str] = mapped_column(String(200))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    max_output_tokens: Mapped[int] = mapped_column(default=0)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sampling: Mapped[dict[str, Any]] = mapped_column(JSON)
+    recorded_at: Mapped[datetime] = created_at_column()

@@ -114,7 +114,7 @@ async def test_steps_are_billed_as_they_end_and_survive_a_restart(db) -> None:
     assert [e.input_tokens for e in services.usage.list(request_id=rid)] == [7]  # mid-run
     # A crash: the process dies without settling the run (the writer is just dropped).
     inference.writer._stopping = True  # takes nothing more, commits nothing more
-    restarted = await _service(db, FakeRuntime())
+    restarted = await _service(db, FakeRuntime(), resume_max_age_s=0)  # failed, not resumed
     assert restarted.recovered == [rid]
     after = services.requests.get(rid)
     assert after.status == "failed" and "restarted" in after.error

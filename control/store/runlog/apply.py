@@ -44,6 +44,14 @@ class Statements(Protocol):
         end; a row already terminal is left alone (the first end wins)."""
         ...
 
+    def insert_inputs(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``run_inputs`` rows (every column but ``recorded_at``) of new requests."""
+        ...
+
+    def drop_inputs(self, request_ids: Sequence[str]) -> None:
+        """Delete the ``run_inputs`` rows of ended requests (none is fine)."""
+        ...
+
 
 def apply_ops(sql: Statements, ops: Sequence[Any]) -> list[Any]:
     """Apply ``ops`` through ``sql`` (one open transaction); one outcome per op, in the order
@@ -64,6 +72,7 @@ def apply_ops(sql: Statements, ops: Sequence[Any]) -> list[Any]:
     rows = [ops[i].row() for i in finishes if i not in folded]
     if rows:
         sql.finish_requests(rows)
+        sql.drop_inputs([r["id"] for r in rows])
     for i in finishes:
         outcomes[i] = True
     return outcomes
@@ -87,6 +96,11 @@ def _accept(
     stored = sql.requests_by_key(keys) if keys else {}
     for i, record in zip(idx, records, strict=True):
         outcomes[i] = _accepted(ops[i], record, record.id in inserted, stored)
+    inputs = [{"request_id": x.id, "tenant_id": x.tenant_id, **ops[i].inputs}
+              for i, x in zip(idx, records, strict=True)
+              if ops[i].inputs is not None and x.id in inserted and x.id not in ends]  # fmt: skip
+    if inputs:  # an accept folded with its end needs no inputs: nothing is left to resume
+        sql.insert_inputs(inputs)
 
 
 def _accepted(op: Any, record: rec.RequestRecord, inserted: bool, stored: dict) -> Any:

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, literal_column, select, tuple_, update
+from sqlalchemy import Connection, bindparam, delete, insert, literal_column, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from control.store import lifecycle
 from control.store import records as rec
 
-REQUESTS, USAGE = lifecycle.REQUESTS, lifecycle.USAGE
+REQUESTS, USAGE, INPUTS = lifecycle.REQUESTS, lifecycle.USAGE, lifecycle.INPUTS
 _RECORD_FIELDS = tuple(rec.RequestRecord.__dataclass_fields__)
 _INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 
@@ -82,3 +82,9 @@ class CoreStatements:
         fields = lifecycle.FINISH_FIELDS
         params = [{"rid": r["id"], **{f"v_{f}": r.get(f) for f in fields}} for r in rows]
         self.conn.execute(self.built.finish, params)
+
+    def insert_inputs(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.conn.execute(insert(INPUTS), list(rows))
+
+    def drop_inputs(self, request_ids: Sequence[str]) -> None:
+        self.conn.execute(delete(INPUTS).where(INPUTS.c.request_id.in_(list(request_ids))))

@@ -22,7 +22,7 @@ foreign key holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
@@ -52,10 +52,13 @@ class Submission:
 
 @dataclass(frozen=True)
 class AcceptRequest:
-    """A new queued request."""
+    """A new queued request; with ``inputs`` (the ``run_inputs`` columns but ``request_id``
+    and ``tenant_id``) its run can be resumed after a restart: they are inserted in the same
+    transaction as the row, only when the row is new, and deleted when the request ends."""
 
     KIND: ClassVar[int] = 0
     record: rec.RequestRecord
+    inputs: Mapping[str, Any] | None = None
 
     def conflict(self, found: rec.RequestRecord) -> BaseException:
         """The outcome when the key is taken by ``found``, a request with another body."""

@@ -66,6 +66,7 @@ class SqliteDialectSql:
             raise ValueError(f"the raw path needs the sqlite qmark dialect, got {dialect.name}")
         self.requests = _Table(lifecycle.REQUESTS, dialect)
         self.usage = _Table(lifecycle.USAGE, dialect)
+        self.inputs = _Table(lifecycle.INPUTS, dialect)
         q, fields = self.requests.quote, lifecycle.FINISH_FIELDS
         sets = ", ".join(f"{q(f)} = ?" for f in fields)
         open_ = ", ".join(f"'{s}'" for s in lifecycle.OPEN_STATUSES)
@@ -76,6 +77,8 @@ class SqliteDialectSql:
         self.by_key = (f"SELECT {cols} FROM {q(self.requests.name)} "
                        f"WHERE {q('tenant_id')} = ? AND {q('idempotency_key')} = ?")  # fmt: skip
         self.read = tuple(self.requests.result[f] for f in _RECORD_FIELDS)
+        self.drop = (f"DELETE FROM {q(self.inputs.name)} "
+                     f"WHERE {q('request_id')} = ?")  # fmt: skip
 
 
 class SqliteStatements:
@@ -121,6 +124,18 @@ class SqliteStatements:
             self.cur.executemany(self.sql.finish, params)
         except sqlite3.Error as err:
             raise exc.DBAPIError.instance(self.sql.finish, params, err, sqlite3.Error) from err
+
+    def insert_inputs(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        text, pairs = self.sql.inputs.insert(tuple(sorted(rows[0])))
+        for r in rows:
+            self._run(text, _values(pairs, r))
+
+    def drop_inputs(self, request_ids: Sequence[str]) -> None:
+        params = [(rid,) for rid in request_ids]
+        try:
+            self.cur.executemany(self.sql.drop, params)
+        except sqlite3.Error as err:
+            raise exc.DBAPIError.instance(self.sql.drop, params, err, sqlite3.Error) from err
 
     def close(self) -> None:
         self.cur.close()

@@ -1,0 +1,78 @@
+"""Runs an earlier process left open, on the gateway's start: resumed, or failed retryably.
+
+A run is resumed when its inputs were recorded with its accept, its workflow is in the live
+catalog and it was received at most ``resume_max_age_s`` ago (0 turns resuming off): its row
+goes back to ``queued`` and it is handed to the runtime under its own request id and its
+client's idempotency key, so its steps' idempotency keys are those of the first run and the
+ledger's ``(request, node, attempt)`` key drops every step billed before the crash. Any other
+open run is failed with :data:`~control.services.run_records.RESTART_FAILURE`, which a repeat
+of its idempotency key (same body) overrides by running the request again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from control.services.inference_calls import RunCall
+from control.services.run_records import RESTART_FAILURE
+from control.store.runlog import recovery
+from db.session import session_scope
+
+log = logging.getLogger(__name__)
+
+#: Default of ``resume_max_age_s``: a run older than this is failed, not resumed (its client
+#: has long given up; a retry with its key runs it again).
+RESUME_MAX_AGE_S = 3600.0
+
+
+class RecoveryMixin:
+    """The recovery half of :class:`~control.services.inference.InferenceService`."""
+
+    factory: Any
+    catalog: Any
+    resume_max_age_s: float
+    recovered: list[str]
+    resumed: list[str]
+
+    def _recover(self, now: datetime) -> list[recovery.OpenRun]:
+        """(db thread) Requeue the open runs that can be resumed, fail the others; returns
+        those to resume, oldest first. ``recovered`` is set to the failed ones' ids."""
+        with session_scope(self.factory) as session:
+            found = recovery.open_runs(session, received_before=now)
+            resume = [run for run in found if self._resumable(run, now)]
+            failed = [run.record.id for run in found if run not in resume]
+            recovery.requeue(session, [run.record.id for run in resume])
+            recovery.fail(session, failed, error=RESTART_FAILURE, finished_at=now)
+        if failed:
+            log.warning("failed %d run(s) an earlier process left open (retryable)", len(failed))
+        if resume:
+            log.warning("resuming %d run(s) an earlier process left open", len(resume))
+        self.recovered = failed
+        self.resumed = [run.record.id for run in resume]
+        return resume
+
+    def _resumable(self, run: recovery.OpenRun, now: datetime) -> bool:
+        record = run.record
+        if run.inputs is None or self.resume_max_age_s <= 0:
+            return False
+        if (now - record.received_at).total_seconds() > self.resume_max_age_s:
+            return False
+        return self.catalog.has_workflow(f"{record.workflow_name}:{record.workflow_version}")
+
+    def _resume(self, run: recovery.OpenRun) -> None:
+        """(loop) Hand a requeued run to the runtime again, as it was first submitted."""
+        record, inputs = replace(run.record, status="queued", started_at=None), run.inputs
+        assert inputs is not None
+        call = RunCall(
+            tenant_id=record.tenant_id, tenant_name=inputs["tenant_name"], actor="recovery",
+            workflow_name=record.workflow_name, workflow_version=record.workflow_version,
+            payload=inputs["payload"], body_hash=record.body_hash,
+            idempotency_key=inputs["idempotency_key"], priority_class=record.priority_class,
+            max_output_tokens=inputs["max_output_tokens"], session_id=inputs["session_id"],
+            sampling=inputs["sampling"] or {},
+        )  # fmt: skip
+        key = f"{record.workflow_name}:{record.workflow_version}"
+        self._start(call, key, record)  # type: ignore[attr-defined]

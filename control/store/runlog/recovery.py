@@ -1,0 +1,84 @@
+"""What a restarted gateway finds of the runs an earlier process left open, and how it closes
+or reopens them. Every function works inside the caller's session and never commits.
+
+A run left open is either resumed (its row goes back to ``queued`` and it runs again under its
+own request id, so the ledger's ``(request, node, attempt)`` key drops every step billed
+before the crash) or failed; either way the inputs of ended requests are purged, so the
+``run_inputs`` table holds only what an open run still needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from control.store import lifecycle
+from control.store import records as rec
+
+REQUESTS, INPUTS = lifecycle.REQUESTS, lifecycle.INPUTS
+_RECORD_FIELDS = tuple(rec.RequestRecord.__dataclass_fields__)
+_INPUT_FIELDS = ("tenant_name", "idempotency_key", "session_id", "max_output_tokens",
+                 "payload", "sampling", "recorded_at")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    """A request an earlier process left queued or running, with its recorded inputs (None
+    when it has none: accepted before inputs were recorded, or written with its end)."""
+
+    record: rec.RequestRecord
+    inputs: dict[str, Any] | None
+
+
+def open_runs(session: Session, *, received_before: Any) -> list[OpenRun]:
+    """Every request still open that was received before ``received_before``, oldest first."""
+    query = (
+        select(REQUESTS, *(INPUTS.c[f].label(f"in_{f}") for f in _INPUT_FIELDS),
+               INPUTS.c.request_id.label("in_request_id"))
+        .outerjoin(INPUTS, (INPUTS.c.request_id == REQUESTS.c.id)
+                   & (INPUTS.c.tenant_id == REQUESTS.c.tenant_id))
+        .where(REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES),
+               REQUESTS.c.received_at < received_before)
+        .order_by(REQUESTS.c.received_at)
+    )  # fmt: skip
+    found = []
+    for row in session.execute(query):
+        m = row._mapping
+        record = rec.RequestRecord(**{f: m[f] for f in _RECORD_FIELDS})
+        inputs = None
+        if m["in_request_id"] is not None:
+            inputs = {f: m[f"in_{f}"] for f in _INPUT_FIELDS}
+        found.append(OpenRun(record, inputs))
+    return found
+
+
+def requeue(session: Session, request_ids: list[str]) -> None:
+    """Put open requests back to ``queued`` (their run starts again from the beginning)."""
+    if request_ids:
+        session.execute(
+            update(REQUESTS)
+            .where(REQUESTS.c.id.in_(request_ids), REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
+            .values(status="queued", started_at=None, first_token_at=None)
+        )
+
+
+def fail(session: Session, request_ids: list[str], *, error: str, finished_at: Any) -> None:
+    """Fail open requests with ``error`` (and drop their inputs)."""
+    if request_ids:
+        session.execute(
+            update(REQUESTS)
+            .where(REQUESTS.c.id.in_(request_ids), REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
+            .values(status="failed", error=error, finished_at=finished_at)
+        )
+    purge_ended_inputs(session)
+
+
+def purge_ended_inputs(session: Session) -> None:
+    """Delete the inputs of every request that has ended (a crash between a run's end and
+    its inputs' delete cannot happen, one transaction holds both; this covers rows of a
+    request ended by another path, such as an operator's)."""
+    still_open = select(REQUESTS.c.id).where(REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
+    session.execute(delete(INPUTS).where(INPUTS.c.request_id.not_in(still_open)))
