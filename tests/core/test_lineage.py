@@ -35,7 +35,7 @@ def test_lost_input_reruns_its_producer_under_a_fresh_key() -> None:
     llm = _at_llm(run)
     made = lineage.on_input_lost(run, llm.key, "input lost: 'r1/rerank'", 8, (("rerank", None),))
     (re,) = made
-    assert re.node_id == "rerank" and re.recompute == 1
+    assert re.node_id == "rerank" and re.recompute == 1 and re.attempt == 1001
     assert re.idempotency_key == "idem/rerank~r1" != "idem/rerank"
     assert re.key not in {llm.key} and llm.key not in run.live  # consumer parked
     assert run.take_ready() == [] and run.status == "running"
@@ -60,13 +60,13 @@ def test_recovery_is_transitive_and_keys_never_repeat() -> None:
     assert se.node_id == "search" and se.idempotency_key == "idem/search~r1"
     assert run.on_step_done(se.key, "d1", "x")
     (re2,) = run.take_ready()  # rerank's recomputation resumes (same generation, next attempt)
-    assert re2.node_id == "rerank" and re2.recompute == 1 and re2.attempt == 2
+    assert re2.node_id == "rerank" and re2.recompute == 1 and re2.attempt == 1002
     assert re2.idempotency_key == "idem/rerank~r1"
     assert run.on_step_done(re2.key, "d1", "x")
     (llm2,) = run.take_ready()
     # a second loss of the same output: the next generation, a key not used before
     (re3,) = lineage.on_input_lost(run, llm2.key, "input lost", 8, (("rerank", None),))
-    assert re3.idempotency_key == "idem/rerank~r2"
+    assert re3.idempotency_key == "idem/rerank~r2" and re3.attempt == 2001
     assert run.on_step_done(re3.key, "d0", "x")
     (llm3,) = run.take_ready()
     assert run.on_step_done(llm3.key, "d0", "x") and run.status == "succeeded"
@@ -74,6 +74,15 @@ def test_recovery_is_transitive_and_keys_never_repeat() -> None:
               "idem/rerank~r2", llm3.idempotency_key]  # fmt: skip
     assert len(set(billed)) == len(billed)  # one ledger entry per key: nothing billed twice
     assert run.outputs()["answer"][0].device_id == "d0"
+
+
+def test_a_recomputation_keeps_its_nodes_retries() -> None:
+    run = _run()
+    llm = _at_llm(run)
+    (re,) = lineage.on_input_lost(run, llm.key, "input lost", 8, (("rerank", None),))
+    # rerank has no retries of its own: its recomputation failing for itself ends the run
+    assert run.on_step_failed(re.key, "oom") is None
+    assert run.status == "failed" and "'rerank'" in (run.error or "")
 
 
 def test_unnamed_loss_recomputes_every_producer_once() -> None:

@@ -11,7 +11,9 @@ transitive.
 Keys: recomputation ``g`` of an output runs under the idempotency key ``<base>/<node>~r<g>``, a
 key no earlier attempt had, so the executor's idempotency store cannot replay the lost attempt
 and the ledger (one entry per idempotency key) bills the recomputation once and the lost attempt
-never twice. ``max_recomputes`` bounds the recomputations of one run: a step that keeps killing
+never twice. Its attempt numbers start at ``RECOMPUTE_ATTEMPTS * g + 1`` (the offset counted as
+``spared``, so the node's ``retries`` still apply to it), so they never repeat an earlier
+attempt's either (the ledger holds one entry per request, node and attempt). ``max_recomputes`` bounds the recomputations of one run: a step that keeps killing
 its worker cannot loop; past the bound the run fails naming the consumer node.
 """
 
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 #: one output of a run: (node id, chunk) where chunk is None for a node made by one step
 Output = tuple[str, int | None]
+
+#: attempt numbers set aside per recomputation generation (more than any node's retries)
+RECOMPUTE_ATTEMPTS = 1000
 
 #: how the executor and the runtime word an item that failed for a lost input
 _LOSS_PREFIXES = ("input lost", "input unavailable", "no worker holds output")
@@ -135,5 +140,6 @@ def on_input_lost(
         lin.recomputes += 1
         lin._gen[out] = gen = lin._gen.get(out, 0) + 1
         lin._running.add(out)
-        made.append(run._new_step(run.dag.nodes[out[0]], out[1], 1, 0, gen))
+        base = RECOMPUTE_ATTEMPTS * gen
+        made.append(run._new_step(run.dag.nodes[out[0]], out[1], base + 1, 0, gen, base))
     return made
