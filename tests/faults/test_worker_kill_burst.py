@@ -4,8 +4,10 @@ of embedding calls and two-step workflow runs (issue 22, item 1: lineage recover
 A real gateway (the real app, core, live runtime and a real executor with two CPU workers and
 tiny real models). The workflow ``chain`` generates on ``cpu:1`` and embeds the generated text
 on ``cpu:0``, so every run's intermediate output lives in the other worker; killing ``cpu:1``
-loses outputs that runs still need. Before lineage recovery such runs failed with
-``input lost: '<run>/gen...'``; now the lost step is recomputed under a fresh key.
+can lose outputs that runs still need; the lost step is then recomputed under a fresh key
+(the recovery itself is tested in ``tests/core/test_lineage.py``). Measured: with this timing
+the held ``embed`` steps had their inputs moved to ``cpu:0`` before the kill, so the test
+shows no loss and no double bill under both faults but does not by itself force a recompute.
 
 Expected: 0 lost (every accepted request answered 200 within its timeout) and 0 double-billed
 (the ledger holds each (request, node, attempt) once)."""
@@ -125,7 +127,7 @@ def _gen_entries(services) -> int:  # noqa: ANN001
 async def test_sigkill_of_a_worker_during_a_burst_loses_nothing(live):
     """The embedding worker is held (SIGSTOP, well inside its heartbeat limit) while the
     ``gen`` steps finish on ``cpu:1``; then ``cpu:1`` is killed, so outputs the held ``embed``
-    steps need are gone, and the embedding worker goes on. The lost ``gen`` steps are
+    steps need may be gone, and the embedding worker goes on. Lost ``gen`` steps are
     recomputed (billed again under their fresh keys, once each)."""
     services, client, ex = live
     assert (await _chain(client, -1))[0] == 200  # warm: both models loaded
@@ -146,7 +148,8 @@ async def test_sigkill_of_a_worker_during_a_burst_loses_nothing(live):
     results = await _burst(client, kill)
     _assert_none_lost_none_double_billed(services, results)
     await _until_serving(ex, "cpu:1", pid)
-    print(f"gen billed {_gen_entries(services) - before} time(s) for 8 runs")
+    # every run's ``gen`` billed once, plus at most one fresh-keyed recomputation each
+    assert 8 <= _gen_entries(services) - before <= 16
 
 
 async def test_sigstop_past_the_heartbeat_limit_loses_nothing(live):
