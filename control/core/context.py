@@ -89,9 +89,20 @@ class CoreConfig:
         },
     )
 
+    max_recomputes: int = field(
+        default=8,
+        metadata={
+            "help": "recomputations one run may make of step outputs lost with their worker "
+            "(lineage recovery); past it the run fails naming the node, so a step that keeps "
+            "killing its worker cannot loop"
+        },
+    )
+
     def __post_init__(self) -> None:
         if not self.request_ids_kept_s > 0:
             raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
+        if self.max_recomputes < 0:
+            raise ValueError(f"max_recomputes must be >= 0, got {self.max_recomputes!r}")
         if self.max_device_loss_retries < 0:
             raise ValueError(
                 f"max_device_loss_retries must be >= 0, got {self.max_device_loss_retries!r}"

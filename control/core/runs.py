@@ -14,6 +14,7 @@ from control.core.actions import Preempt, Reject, RunFinished, StepRetried
 from control.core.capacity import capacity_refusal
 from control.core.cluster import Cluster
 from control.core.context import Policies
+from control.core.dag import lineage
 from control.core.dag.run import CompiledDag, DagRun, StepRef
 from control.core.dag.spec import NodeSpec
 from control.core.loads import preload_for_run
@@ -202,7 +203,28 @@ def on_item_done(
             reason = run.dag_run.error or error
             finish(pol, runs, cluster, queues, log, run, "failed", reason, reason, now)
         return
+    if result is not None and lineage.is_input_loss(error, result.fault):
+        return recover_input(
+            pol, runs, cluster, queues, log, step, error, getattr(result, "lost", None), now
+        )
     fail_step(pol, runs, cluster, queues, log, step, error, now)
+
+
+def recover_input(
+    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, log: ActionLog,
+    step: QueuedStep, error: str, lost, now: float,  # noqa: ANN001
+) -> None:  # fmt: skip
+    """An attempt failed because an input is gone (lost with its worker): recompute the steps
+    that made it under fresh keys and park this one until they are done (``lineage``)."""
+    run = step.run
+    made = lineage.on_input_lost(run.dag_run, step.key, error, pol.config.max_recomputes, lost)
+    for ref in made:
+        why = f"recomputing an output {step.key} lost ({error})"
+        log.emit(StepRetried(step.key, ref.key, ref.attempt, ref.idempotency_key, why))
+        add_step(pol, runs, cluster, queues, run, ref, now)
+    if run.dag_run.status == "failed":
+        reason = run.dag_run.error or error
+        finish(pol, runs, cluster, queues, log, run, "failed", run.dag_run.error, reason, now)
 
 
 def fail_step(

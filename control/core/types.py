@@ -187,6 +187,8 @@ class StepResult:
     #: why it failed, when the executor said (its ``ItemResult.cause``); ``bad_input`` is final
     fault: str | None = None
     field: str | None = None  # bad_input: the node input to blame (``text``, ``documents[3]``)
+    #: an input was lost: the outputs gone, as (node id, chunk); None: not said (all inputs)
+    lost: tuple[tuple[str, int | None], ...] | None = None
 
 
 @value

@@ -36,6 +36,7 @@ from control.executor.protocol import (
     WorkerDown,
     WorkerUp,
 )
+from control.runtime import mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
 from control.runtime.types import StreamDelta, UsageRecord
@@ -235,4 +236,5 @@ def _step_result(key: str, r: ItemResult) -> StepResult:
         error=r.error,
         fault=r.cause,
         field=r.field,
+        lost=mapping.lost_outputs(r.lost),
     )

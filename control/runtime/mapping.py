@@ -52,6 +52,18 @@ def exec_node(node_id: str, chunk: int | None) -> str:
     return node_id if chunk is None else f"{node_id}#{chunk}"
 
 
+def lost_outputs(nodes: tuple[str, ...] | None) -> tuple[tuple[str, int | None], ...] | None:
+    """The core's (node id, chunk) of the executor node ids an item lost (``exec_node``
+    reversed); None stays None (the executor did not say)."""
+    if nodes is None:
+        return None
+    out: list[tuple[str, int | None]] = []
+    for n in nodes:
+        node, sep, chunk = n.rpartition("#")
+        out.append((node, int(chunk)) if sep and chunk.isdigit() else (n, None))
+    return tuple(out)
+
+
 def out_field(kind: str, core_field: str) -> str:
     return OUTPUT_ALIAS.get((kind, core_field), core_field)
 

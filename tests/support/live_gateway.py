@@ -56,14 +56,16 @@ def live_app(
     memory_mib: int = 1024,
     placement: Sequence[InitialReplica] | None = None,
     start_with_app: bool = False,
+    devices: Sequence[DeviceInfo] | None = None,
 ) -> FastAPI:
     """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
-    (not started unless ``start_with_app``: then its lifespan starts the live path)."""
+    (not started unless ``start_with_app``: then its lifespan starts the live path);
+    ``devices``: one CPU worker each (default one, ``cpu:0``)."""
     executor = LocalExecutor(
         ExecutorConfig(
             heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False
         ),  # fmt: skip
-        [DeviceInfo("cpu:0", "cpu", 0, memory_mib, 0)],
+        list(devices) if devices else [DeviceInfo("cpu:0", "cpu", 0, memory_mib, 0)],
     )
     options = LiveOptions(model_refs=refs, placement=placement,
                           runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip

@@ -2,15 +2,15 @@
 
 ``DagRun`` knows which nodes are ready, turns them into steps (one per chunk for a map node,
 with a stable idempotency key across retries), records completions and failures, follows
-router labels and joins, skips dead branches and ends exactly once. It decides nothing about
-where or when steps run: that is the engine's job. The values it hands out (``StepRef``) and
-the states of its nodes (``NodeState``) live in ``control.core.dag.step``; this module
-re-exports them and ``CompiledDag``.
+router labels and joins, skips dead branches and ends exactly once; outputs lost with their
+worker are recomputed through ``control.core.dag.lineage``. Where or when steps run is the
+engine's job. ``StepRef`` and ``NodeState`` live in ``control.core.dag.step``.
 """
 
 from __future__ import annotations
 
 from control.core.actions import InputBinding
+from control.core.dag import lineage
 from control.core.dag.compiled import CompiledDag
 from control.core.dag.spec import INPUT_NODE, EdgeSpec, NodeSpec
 from control.core.dag.step import TERMINAL, NodeState, StepRef
@@ -34,6 +34,7 @@ class DagRun:
         self._items: dict[str, int] = {}
         self._left: dict[str, int] = {}
         self.live: dict[str, StepRef] = {}
+        self.lineage = lineage.Lineage()
         if dag.initial is None:
             self.state: dict[str, NodeState] = dict.fromkeys(dag.nodes, NodeState.WAITING)
             self._ready: list[str] = []
@@ -59,25 +60,20 @@ class DagRun:
         """How many steps (chunks) the node was split into once taken; 1 otherwise."""
         return len(self._locs.get(node_id, [0]))
 
-    @property
-    def ended(self) -> bool:
-        return self.status != "running"
+    ended = property(lambda self: self.status != "running")
 
     def outputs(self) -> dict[str, tuple[InputRef, ...]]:
         """Declared workflow outputs -> where their data lives (succeeded runs)."""
-        out: dict[str, tuple[InputRef, ...]] = {}
         state, done = self.state, NodeState.DONE
-        for name, node, fld in self.dag.output_refs:
-            if state.get(node) == done:
-                out[name] = self._refs(node, fld)
-        return out
+        refs = self.dag.output_refs
+        return {name: self._refs(n, fld) for name, n, fld in refs if state.get(n) == done}
 
     # ----- transitions
     def take_ready(self) -> list[StepRef]:
-        """Turn every ready node into steps (a map node: one per chunk); marks them running."""
+        """Ready nodes -> steps (one per chunk), marked running; resumed consumers first."""
+        steps: list[StepRef] = self.lineage.take_resumed()
         if not self._ready:
-            return []
-        steps: list[StepRef] = []
+            return steps
         nodes, state, running = self.dag.nodes, self.state, NodeState.RUNNING
         for node_id in self._ready:
             node = nodes[node_id]
@@ -103,13 +99,15 @@ class DagRun:
         route_label: str | None = None,
         item_count: int | None = None,
     ) -> bool:
-        """Record a successful attempt. Returns False (and changes nothing) for a key that is not
-        live (stale attempt, cancelled run). May make successors ready or end the run."""
+        """Record a successful attempt (False, no change: a key not live). May end the run."""
         step = self.live.pop(key, None)
         if step is None or self.ended:
             return False
         node_id = step.node_id
         self._locs[node_id][step.chunk or 0] = (device_id, replica_id)
+        if step.recompute:  # the node was done already: only where its output lives changed
+            self.lineage.recomputed(self, (node_id, step.chunk))
+            return True
         if route_label is not None:
             self._labels[node_id] = route_label
         if item_count is not None:
@@ -120,26 +118,24 @@ class DagRun:
         return True
 
     def on_step_failed(self, key: str, error: str, final: bool = False) -> StepRef | None:
-        """Record a failed attempt. Returns the retry (same idempotency key) while the node's
-        retry budget lasts and the failure is not ``final`` (an unusable input: no retry can
-        help); otherwise fails the node and the run and returns None."""
+        """A failed attempt: the retry (same idempotency key) while the node's ``retries`` last
+        and it is not ``final`` (an unusable input); else fails the run and returns None."""
         step = self.live.pop(key, None)
         if step is None or self.ended:
             return None
         node = self.dag.nodes[step.node_id]
         # attempts lost with their device are the system's to retry, not the workflow's
-        if not final and step.attempt - step.losses <= node.retries:
-            return self._new_step(node, step.chunk, step.attempt + 1, step.losses)
+        if not final and step.attempt - step.losses - step.spared <= node.retries:
+            return self._new_step(node, step.chunk, step.attempt + 1, step.losses,
+                                  step.recompute, step.spared)  # fmt: skip
         self._fail(step, f"has an unusable input: {error}" if final else
                    f"failed after {step.attempt} attempt(s): {error}")  # fmt: skip
         return None
 
     def on_step_lost(self, key: str, error: str, max_losses: int) -> StepRef | None:
-        """Record an attempt lost because its device (or replica) went away while it ran.
-        Returns the retry (same idempotency key) without touching the node's ``retries``
-        while fewer than ``max_losses`` attempts of the node were lost; then fails the node
-        and the run (a step that keeps killing its worker must not loop forever) and returns
-        None. Returns None and changes nothing for a key that is not live."""
+        """An attempt lost with its device (or replica): the retry (same idempotency key, not
+        counted in ``retries``) while under ``max_losses`` losses; then fails the run (no
+        endless loop) and returns None. None and no change for a key that is not live."""
         if max_losses < 0:
             raise ValueError(f"max_losses must be >= 0, got {max_losses!r}")
         step = self.live.pop(key, None)
@@ -147,7 +143,8 @@ class DagRun:
             return None
         if step.losses < max_losses:
             node = self.dag.nodes[step.node_id]
-            return self._new_step(node, step.chunk, step.attempt + 1, step.losses + 1)
+            return self._new_step(node, step.chunk, step.attempt + 1, step.losses + 1,
+                                  step.recompute, step.spared)  # fmt: skip
         self._fail(step, f"lost its device {step.losses + 1} time(s) (limit {max_losses}): {error}")
         return None
 
@@ -166,13 +163,16 @@ class DagRun:
         self.error = f"node {step.node_id!r} {what}"
 
     def _new_step(
-        self, node: NodeSpec, chunk: int | None, attempt: int, losses: int = 0
-    ) -> StepRef:
+        self, node: NodeSpec, chunk: int | None, attempt: int, losses: int = 0,
+        recompute: int = 0, spared: int = 0,
+    ) -> StepRef:  # fmt: skip
         suffix = node.node_id if chunk is None else f"{node.node_id}#{chunk}"
+        if recompute:  # a key no earlier attempt had: never replayed, billed once
+            suffix = f"{suffix}~r{recompute}"
         # positional: this runs for every step of every run
         step = StepRef(
             f"{self.run_id}/{suffix}/{attempt}", self.run_id, node.node_id, chunk, attempt,
-            f"{self._idem}/{suffix}", self._bindings(node, chunk), losses,
+            f"{self._idem}/{suffix}", self._bindings(node, chunk), losses, recompute, spared,
         )  # fmt: skip
         self.live[step.key] = step
         return step

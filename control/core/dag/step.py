@@ -41,3 +41,8 @@ class StepRef:
     #: earlier attempts of this node (chunk) lost with their device; they do not count
     #: against the node's ``retries``
     losses: int = 0
+    #: > 0: a recomputation (its generation) of an output lost with its worker
+    #: (``control.core.dag.lineage``); it runs under the idempotency key ``...~r<generation>``
+    recompute: int = 0
+    #: earlier attempts that failed only because an input was lost; not counted either
+    spared: int = 0

@@ -61,6 +61,9 @@ class ItemResult:
     cause: str | None = None  # why it failed, one of FAILURE_CAUSES (None when ok)
     output: Any = None  # the plain output value, only for items sent with ``return_output``
     field: str | None = None  # bad_input: the input to blame (``text``, ``documents[3]``)
+    #: an input was lost (cause ``unavailable``): the executor node ids whose outputs are gone
+    #: (``rerank``, ``map#2``), so the core recomputes only those
+    lost: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.ok and self.cause is not None:

@@ -54,6 +54,15 @@ class _Ctx:
         return (self.runner.perf_counter() - self.started) * 1000.0
 
 
+class LostInput(KeyError):
+    """An input of an item that this worker no longer holds (its output went with a worker
+    that died); ``node_id`` names the executor node whose output is gone."""
+
+    def __init__(self, ref: InputRef) -> None:
+        super().__init__(f"{ref.run_id}/{ref.node_id}.{ref.field}")
+        self.node_id = ref.node_id
+
+
 class _Running:
     """One batch from ``started`` to its report: the BatchGroup an adapter sees.
 
@@ -68,8 +77,15 @@ class _Running:
             try:
                 self.items.append(PreparedItem(it, runner.resolve(it.inputs, moved)))
             except KeyError as err:
+                lost = (err.node_id,) if isinstance(err, LostInput) else None
                 self.results[it.idempotency_key] = failed(
-                    batch, it, runner.device_id, f"input lost: {err}", True, "unavailable"
+                    batch,
+                    it,
+                    runner.device_id,
+                    f"input lost: {err}",
+                    True,
+                    "unavailable",
+                    lost=lost,
                 )
         # "started" goes out before any heartbeat can say busy: the host then always knows
         # which batches a busy worker runs (and times each against its deadline). A batch sent
@@ -195,7 +211,7 @@ class BatchRunner:
                 else:
                     held = self.outputs.get(value.run_id, value.node_id)
                     if held is None or value.field not in held:
-                        raise KeyError(f"{value.run_id}/{value.node_id}.{value.field}")
+                        raise LostInput(value)
                     value = held[value.field]
             resolved[name] = value
         return resolved
@@ -226,7 +242,7 @@ class BatchRunner:
 
 def failed(
     batch: Batch, item: BatchItem, device_id: str, reason: str | None, retriable: bool, cause: str,
-    field: str | None = None,
+    field: str | None = None, lost: tuple[str, ...] | None = None,
 ) -> ItemResult:  # fmt: skip
     """The failed result of one item of ``batch`` on this worker (``field``: the input to blame,
     for a ``bad_input``)."""
@@ -241,4 +257,5 @@ def failed(
         batch_size=len(batch.items),
         cause=cause,
         field=field,
+        lost=lost,
     )
