@@ -49,6 +49,7 @@ from control.services.inference_calls import (  # re-exported: callers import th
 from control.services.inference_reads import ReadsMixin, until_ended
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
+from control.services.run_inputs import check_inputs
 from control.services.run_records import AcceptRequest, Submission
 from control.services.run_results import RunTrace
 from control.store import lifecycle
@@ -159,6 +160,7 @@ class InferenceService(SettleMixin, ReadsMixin):
         key = f"{call.workflow_name}:{call.workflow_version}"
         if not self.catalog.has_workflow(key):
             await self._refuse_unrunnable(call.workflow_name, call.workflow_version)
+        check_inputs(self.catalog.workflows[key].inputs, call.payload)  # 422 before any write
         if call.idempotency_key is None:
             return await self._start_unkeyed(call, key)
         sub = await self._record(call)
