@@ -21,7 +21,9 @@ from control.services.errors import ValidationError
 class InputLimits:
     """Size bounds of one run's inputs."""
 
-    max_text_chars: int = 100_000  # one text value (a query, a prompt, one document)
+    #: one text value (a query, a prompt, one document); the edge schemas allow a prompt or a
+    #: chat message of this size too, and a 1 MiB body (LEGATO_MAX_BODY_BYTES) bounds it anyway
+    max_text_chars: int = 200_000
     max_list_items: int = 1_000  # one list value (documents, a vector, scores)
 
 
