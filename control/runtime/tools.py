@@ -20,7 +20,15 @@ from control.executor.router_rules import parse_router_rules, route_label
 
 
 class ToolInputError(ValueError):
-    """A tool step's input is missing or has the wrong type (the step fails, not the loop)."""
+    """A tool step's input is missing or has the wrong type (the step fails, not the loop).
+
+    It is about the input, never the host: the dispatcher fails the item as ``bad_input``
+    (final, not retried, never toward a breaker), blaming ``field`` (the tool's input port, or
+    ``None`` when the step's own params are at fault)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,7 @@ class HostTool(Protocol):
 
 def _need(inputs: Mapping[str, Any], name: str) -> Any:
     if name not in inputs:
-        raise ToolInputError(f"input {name!r} is missing (have {sorted(inputs)})")
+        raise ToolInputError(f"input {name!r} is missing (have {sorted(inputs)})", name)
     return inputs[name]
 
 
@@ -70,7 +78,9 @@ class SegmentTool:
     def run(self, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> ToolOutput:
         text = _need(inputs, "text")
         if not isinstance(text, str):
-            raise ToolInputError(f"input 'text' has type {type(text).__name__}, expected str")
+            raise ToolInputError(
+                f"input 'text' has type {type(text).__name__}, expected str", "text"
+            )
         limit = int(params.get("max_chars", 400))
         if limit < 1:
             raise ToolInputError(f"params.max_chars must be >= 1, got {limit}")

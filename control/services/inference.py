@@ -50,6 +50,7 @@ from control.services.inference_reads import ReadsMixin, until_ended
 from control.services.inference_recovery import RESUME_MAX_AGE_S, RecoveryMixin
 from control.services.inference_settle import LiveRun, SettleMixin
 from control.services.live_catalog import LiveCatalog
+from control.services.run_inputs import check_inputs
 from control.services.run_records import AcceptRequest, Submission, spent_slot
 from control.services.run_results import RunTrace
 from control.store import records as rec
@@ -156,6 +157,7 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         key = f"{call.workflow_name}:{call.workflow_version}"
         if not self.catalog.has_workflow(key):
             await self._refuse_unrunnable(call.workflow_name, call.workflow_version)
+        check_inputs(self.catalog.workflows[key].inputs, call.payload)  # 422 before any write
         if call.idempotency_key is None:
             return await self._start_unkeyed(call, key)
         sub = await self._record(call)

@@ -46,8 +46,17 @@ def configured_roots(settings: Settings) -> list[Path]:
 class SourceRoots:
     """The folders local model weights must lie under, each resolved once when built."""
 
-    def __init__(self, roots: Iterable[Path | str]) -> None:
+    def __init__(
+        self,
+        roots: Iterable[Path | str],
+        what: str = "a local model folder",
+        setting: str = "LEGATO_MODEL_SOURCE_ROOTS",
+        label: str = "model source roots",
+    ) -> None:
         self.roots = tuple(dict.fromkeys(Path(root).resolve() for root in roots))
+        self.what = what  # what must lie under the roots, for the refusal's message
+        self.setting = setting
+        self.label = label
 
     def __repr__(self) -> str:
         return f"SourceRoots({', '.join(map(str, self.roots))})"
@@ -64,6 +73,6 @@ class SourceRoots:
         shown = ", ".join(str(root) for root in self.roots) or "(none configured)"
         raise ValidationError(
             field, location,
-            f"a local model folder must lie under one of the model source roots: {shown} "
-            f"(setting LEGATO_MODEL_SOURCE_ROOTS); this path resolves to {resolved}",
+            f"{self.what} must lie under one of the {self.label}: {shown} "
+            f"(setting {self.setting}); this path resolves to {resolved}",
         )  # fmt: skip

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from control.services import Services
+from control.services.analysis import SHIPPED_TRACES_DIR
 from control.services.errors import NotFound, ValidationError
 from tests.services.builders import ACTOR, World, subset
 
@@ -57,7 +58,7 @@ CASES: list[Case] = [
                             "borrowable": True},
      {"reserved_milli": 200, "borrowable": False}, "delete"),
     ("traces", lambda w: {"name": "azure-conv-slice", "format": "azure",
-                          "path": "traces/azure_conv.csv", "num_rows": 1000,
+                          "path": str(SHIPPED_TRACES_DIR / "azure_conv.csv"), "num_rows": 1000,
                           "attribution": "Azure LLM inference trace 2023, CC-BY"},
      {"num_rows": 999}, "delete"),
     ("whatif", lambda w: {"scenario": {"plan_id": w.plan, "trace": "azure-conv-slice"}},

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from control.services import Services
+from control.services.analysis import SHIPPED_TRACES_DIR
 from control.services.errors import (
     Conflict,
     DuplicateName,
@@ -38,7 +39,7 @@ VALID: dict[str, Callable[[World], dict[str, Any]]] = {
         "name": "r1", "selector": {"accelerator": "H100-80GB"}, "reserved_milli": 100,
         "allowed_classes": ["critical"],
     },
-    "traces": lambda w: {"name": "t1", "format": "mooncake", "path": "t.jsonl"},
+    "traces": lambda w: {"name": "t1", "format": "mooncake", "path": str(SHIPPED_TRACES_DIR / "t.jsonl")},
     "whatif": lambda w: {"scenario": {"seed": 1}},
 }  # fmt: skip
 
