@@ -33,6 +33,7 @@ from control.core.errors import (
     UnknownWorkflowError,
 )
 from control.core.events import (
+    CancelRun,
     DeviceDown,
     DeviceUp,
     ModelRegistered,
@@ -50,7 +51,6 @@ from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
-from control.core.runs import CancelRun
 from control.core.snapshot import CoreSnapshot, build_snapshot
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel

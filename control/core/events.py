@@ -89,6 +89,15 @@ class RollbackRequested:
     reason: str = "operator asked for a rollback"
 
 
+@dataclass(frozen=True)
+class CancelRun:
+    """The run's caller (its tenant or an admin) cancels it. Applied at the next step (after
+    admission, before finished batches): the run ends ``cancelled`` (``run_stops.cancel``)."""
+
+    request_id: str
+    reason: str = "cancelled by its caller"
+
+
 CoreEvent = (
     ModelRegistered
     | WorkflowRegistered
@@ -101,4 +110,5 @@ CoreEvent = (
     | TenancyConfigChanged
     | PlacementChanged
     | RollbackRequested
+    | CancelRun
 )

@@ -16,12 +16,13 @@ from control.core import rollout
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
 from control.core.cluster import Cluster
 from control.core.context import CoreState, Policies
-from control.core.events import DeviceDown, PlacementChanged, ReplicaLoadFailed
+from control.core.events import CancelRun, DeviceDown, PlacementChanged, ReplicaLoadFailed
 from control.core.fleet import device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
-from control.core.runs import CancelRun, admit, cancel, fail_step, on_item_done, preempt
+from control.core.run_stops import cancel, preempt
+from control.core.runs import admit, fail_step, on_item_done
 from control.core.stealer import steal_phase
 from control.core.types import BatchResult
 

@@ -23,7 +23,6 @@ from control.core.queueing import dequeue
 from control.core.state import QueuedStep, RunRecord
 from control.core.tenancy.base import AdmissionRequest, Admitted, QueuedWork
 from control.core.types import Request
-from control.core.values import value
 
 #: Bound on memoized run estimates (distinct workflow x token-count combinations).
 ESTIMATE_MEMO_SIZE = 4096
@@ -283,35 +282,3 @@ def finish(
     runs.finished.append(run)
     runs.output_started.discard(rid)
     log.counters[f"runs.{status}"] += 1
-
-
-def preempt(
-    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, log: ActionLog,
-    request_id: str, reason: str, now: float,
-) -> None:  # fmt: skip
-    run = runs.active.get(request_id)
-    if run is None or run.finished:
-        return
-    finish(pol, runs, cluster, queues, log, run, "preempted", reason, reason, now, preempted=True)
-
-
-@value
-class CancelRun:
-    """Input: the run's caller (its tenant or an admin) cancels it. Applied at the next step
-    (after admission, before finished batches): the run ends ``cancelled`` via ``finish``."""
-
-    request_id: str
-    reason: str = "cancelled by its caller"
-
-
-def cancel(
-    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, log: ActionLog, ev: CancelRun,
-    now: float,
-) -> None:  # fmt: skip
-    """End ``ev``'s run as cancelled: queued steps dropped, steps in flight named in a
-    ``Preempt`` (the executor cancels them; their results are discarded, as the steps are gone),
-    quota released. A run unknown or already ended is left as it is (cancel is idempotent)."""
-    run = runs.active.get(ev.request_id)
-    if run is None or run.finished:
-        return
-    finish(pol, runs, cluster, queues, log, run, "cancelled", ev.reason, ev.reason, now, True)

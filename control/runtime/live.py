@@ -25,9 +25,8 @@ from typing import Any
 from control.clock import SYSTEM_CLOCK, Clock
 from control.core.actions import RolloutTransition
 from control.core.assembly import CoreBlueprint, build_core
-from control.core.events import DeviceUp
+from control.core.events import CancelRun, DeviceUp
 from control.core.latency import LatencyModel
-from control.core.runs import CancelRun
 from control.executor.heap import freeze_startup_heap
 from control.executor.protocol import Executor, ModelRef
 from control.runtime.actuator import Actuator

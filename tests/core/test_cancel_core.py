@@ -6,7 +6,7 @@ half's hold is released. Cancelling again, or a run that is unknown or ended, ch
 from __future__ import annotations
 
 from control.core.actions import Dispatch, Preempt, RunFinished
-from control.core.runs import CancelRun
+from control.core.events import CancelRun
 from control.core.types import BatchResult, Request, StepResult
 from tests.core.fakes import FcfsTenancy
 from tests.support.builders import EMBED, LLM, RAG, RERANK, devices, make_core
