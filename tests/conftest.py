@@ -223,3 +223,27 @@ def session_factory(
             bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False
         )
         outer.rollback()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """URL of a migrated, empty database of its own for one test module, on each backend.
+
+    For the live gateway tests (tests/support/live_gateway.py): SQLite gets a copy of the
+    migrated template; PostgreSQL a fresh database, migrated here and dropped when the module
+    ends, so modules never see each other's rows. Skips without PostgreSQL, fails instead
+    when ``LEGATO_REQUIRE_POSTGRES`` is set (see ``pg_admin_url``)."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("module-db") / "legato.db"
+        shutil.copyfile(request.getfixturevalue("_sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
+    admin_url = request.getfixturevalue("pg_admin_url")
+    name = f"legato_mod_{uuid.uuid4().hex[:12]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        migrate.upgrade(url)
+        yield url
+    finally:
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

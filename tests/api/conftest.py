@@ -4,7 +4,7 @@ for the admin and for tenants (httpx over the ASGI app, no network)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +53,11 @@ def _shared_app(tmp_path_factory: pytest.TempPathFactory, _sqlite_template: Path
 
 
 @pytest.fixture
-def stack(tmp_path: Path, _sqlite_template: Path, _shared_app) -> Stack:
-    shutil.copyfile(_sqlite_template, tmp_path / "legato.db")
-    factory = make_session_factory(make_engine(f"sqlite:///{tmp_path / 'legato.db'}"))
+def stack(db_url: str, _shared_app) -> Iterator[Stack]:
+    """The shared app over a migrated, empty database of this test, on each backend
+    (``db_url``: a SQLite copy, or the PostgreSQL test database emptied before and after)."""
+    engine = make_engine(db_url)
+    factory = make_session_factory(engine)
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
     gw = _shared_app.state.gateway  # type: ignore[attr-defined]
@@ -63,7 +65,8 @@ def stack(tmp_path: Path, _sqlite_template: Path, _shared_app) -> Stack:
     gw.key_cache = KeyCache(gw.config.key_cache_ttl_s)
     gw.inference = gw.whatif_engine = gw.live_config = None
     gw.models = ActiveModels()
-    return Stack(factory, services, _shared_app)
+    yield Stack(factory, services, _shared_app)
+    engine.dispose()  # before db_url empties the PostgreSQL database
 
 
 def client_for(app: object, token: str | None) -> httpx.AsyncClient:

@@ -43,8 +43,8 @@ def _seed(services) -> dict[str, int]:  # noqa: ANN001
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def live(tmp_path_factory, _sqlite_template):
-    world = live_world(tmp_path_factory.mktemp("tenant-keys"), _sqlite_template, ("bert",))
+async def live(tmp_path_factory, module_db_url):
+    world = live_world(tmp_path_factory.mktemp("tenant-keys"), module_db_url, ("bert",))
     services = world.services
     ids = _seed(services)
     keys = {n: services.api_keys.create_key("test", i).plaintext for n, i in ids.items()}

@@ -36,13 +36,21 @@ class LiveWorld:
     cache: Path
 
 
-def live_world(root: Path, template: Path, archs: Iterable[str] = ("gpt2", "bert")) -> LiveWorld:
-    """Services over a copy of ``template`` in ``root``, with the tiny models of ``archs``."""
+def live_world(
+    root: Path, template: Path | str, archs: Iterable[str] = ("gpt2", "bert")
+) -> LiveWorld:
+    """Services over a copy of ``template`` (a migrated SQLite file) in ``root``, or over the
+    database at ``template`` when it is a URL (``module_db_url``: SQLite or PostgreSQL), with
+    the tiny models of ``archs``."""
     cache = root / "models"
     for arch in archs:
         sources.ensure_tiny(arch, cache)
-    shutil.copyfile(template, root / "legato.db")
-    factory = make_session_factory(make_engine(f"sqlite:///{root / 'legato.db'}"))
+    if isinstance(template, str):
+        url = template
+    else:
+        shutil.copyfile(template, root / "legato.db")
+        url = f"sqlite:///{root / 'legato.db'}"
+    factory = make_session_factory(make_engine(url))
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
     return LiveWorld(services, validator, cache)

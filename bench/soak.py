@@ -1,0 +1,205 @@
+"""Soak benchmark: the embeddings route at 0.7 of measured capacity for ``--minutes``, with the
+executor worker killed (SIGKILL) every ``--kill-every-s``, over real HTTP and a real worker.
+
+Builds the gateway bench's stack (:func:`bench.gateway._stack`: a throwaway SQLite database,
+one CPU device, the tiny BERT embedding model on one real executor worker) with two more
+tenants, serves it with uvicorn on a free loopback port, probes capacity with a short
+closed-loop phase (8 clients, 5 s), then sends open-loop ``/v1/embeddings`` calls from three
+tenants at 0.7 of it. Prints one JSON object:
+
+* ``requests``: calls sent in the open-loop phase; ``lost``: calls never answered with a
+  success (a 5xx, a timeout or a broken connection; 429 refusals are counted apart in
+  ``refused_429``, they were never accepted); ``errors_5xx``;
+* ``double_billed``: ledger entries (``usage_entries``) beyond the first for one
+  ``(request, node)``: a one-node embedding run is billed exactly once however often its
+  worker died, so any extra entry is a step billed twice;
+* ``rss_growth_pct`` (goal < 5): RSS of the gateway process at the end vs after the
+  warm-up (the first minute, or the first third of a shorter run); ``rss_growth_pct_worker``
+  the same for the worker alive at each moment (a restarted worker starts small again);
+* ``p99_ms_first_minute`` / ``p99_ms_last_minute``: client latency of successful calls.
+
+Not yet covered: multi-step workflow runs in the mix (only the embedding route is driven).
+The load generator runs in the gateway's process (httpx on the same loop), so capacity is what
+gateway plus client manage together on these cores.
+
+Run: ``python bench/soak.py [--minutes 20] [--kill-every-s 120]``. Never run as a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx  # noqa: E402
+import torch  # noqa: E402
+import uvicorn  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from bench.gateway import _free_port, _stack  # noqa: E402  (installs the native core first)
+from control.clock import perf_counter  # noqa: E402
+from control.services.loadgen import percentile  # noqa: E402
+from db.session import make_engine  # noqa: E402
+
+TENANTS = ("bench", "soak-b", "soak-c")
+TIMEOUT_S = 30.0
+
+
+def _rss_kib(pid: int | None) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+async def _call(client: httpx.AsyncClient, key: str, n: int, out: list) -> None:
+    start = perf_counter()
+    try:
+        r = await client.post("/v1/embeddings", headers={"Authorization": f"Bearer {key}"},
+                              json={"model": "tiny-embed", "input": f"soak text {n}"})  # fmt: skip
+        status = r.status_code
+    except httpx.HTTPError:
+        status = 0  # timeout or broken connection: never answered
+    out.append((start, (perf_counter() - start) * 1000.0, status))
+
+
+async def _probe(client: httpx.AsyncClient, key: str, seconds: float = 5.0) -> float:
+    """Closed-loop capacity: successful calls per second of 8 back-to-back clients."""
+    done: list = []
+    end = perf_counter() + seconds
+
+    async def loop(c: int) -> None:
+        n = 0
+        while perf_counter() < end:
+            await _call(client, key, c * 1_000_000 + n, done)
+            n += 1
+
+    await asyncio.gather(*(loop(c) for c in range(8)))
+    return sum(1 for _, _, s in done if s == 200) / seconds
+
+
+async def _killer(worker, every_s: float, end: float, kills: list) -> None:  # noqa: ANN001
+    while perf_counter() + every_s < end:
+        await asyncio.sleep(every_s)
+        pid = worker()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            kills.append(pid)
+
+
+async def _open_loop(client, keys, rate, seconds, worker, kill_every_s):  # noqa: ANN001, ANN202
+    """Poisson arrivals at ``rate``/s; RSS sampled after warm-up and at the end."""
+    out: list = []
+    kills: list = []
+    t0 = perf_counter()
+    end = t0 + seconds
+    warm = min(60.0, seconds / 3)
+    rss: dict = {}
+    killer = asyncio.get_running_loop().create_task(_killer(worker, kill_every_s, end, kills))
+    pending: set = set()
+    n = 0
+    while (now := perf_counter()) < end:
+        if "warm" not in rss and now - t0 >= warm:
+            rss["warm"] = (_rss_kib(os.getpid()), _rss_kib(worker()))
+        task = asyncio.ensure_future(_call(client, keys[n % len(keys)], n, out))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        n += 1
+        await asyncio.sleep(random.expovariate(rate))
+    rss["end"] = (_rss_kib(os.getpid()), _rss_kib(worker()))
+    killer.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return out, kills, rss, t0
+
+
+def _double_billed(db: Path) -> int:
+    sql = text("SELECT COALESCE(SUM(c - 1), 0) FROM (SELECT COUNT(*) AS c FROM usage_entries "
+               "GROUP BY request_id, node_id HAVING COUNT(*) > 1) AS d")  # fmt: skip
+    engine = make_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sql).scalar() or 0)
+    finally:
+        engine.dispose()
+
+
+def _growth(before: int, after: int) -> float | None:
+    return round(100.0 * (after - before) / before, 2) if before else None
+
+
+def _summary(out, kills, rss, t0, seconds, capacity, rate, billed) -> dict:  # noqa: ANN001
+    ok = [(s, ms) for s, ms, st in out if st == 200]
+    first = [ms for s, ms in ok if s - t0 < 60.0]
+    last = [ms for s, ms in ok if s - t0 >= max(0.0, seconds - 60.0)]
+    return {
+        "requests": len(out),
+        "lost": sum(1 for _, _, st in out if st != 200 and st != 429),
+        "double_billed": billed,
+        "errors_5xx": sum(1 for _, _, st in out if st >= 500),
+        "refused_429": sum(1 for _, _, st in out if st == 429),
+        "rss_growth_pct": _growth(rss["warm"][0], rss["end"][0]),
+        "rss_growth_pct_worker": _growth(rss["warm"][1], rss["end"][1]),
+        "p99_ms_first_minute": round(percentile(first, 0.99), 1) if first else None,
+        "p99_ms_last_minute": round(percentile(last, 0.99), 1) if last else None,
+        "capacity_req_per_s": round(capacity, 1),
+        "rate_req_per_s": round(rate, 1),
+        "minutes": round(seconds / 60.0, 2),
+        "workers_killed": len(kills),
+        "rss_kib": {"warm": rss["warm"], "end": rss["end"]},
+    }
+
+
+async def main(minutes: float, kill_every_s: float) -> dict:
+    torch.set_num_threads(1)
+    root = Path(tempfile.mkdtemp(prefix="legato-soak-"))
+    try:
+        app, services, inference, key, _ = _stack(root, frozenset(), None)
+        keys = [key] + [
+            services.api_keys.create_key("bench", services.tenants.create(
+                "bench", name=name, weight=1).id).plaintext
+            for name in TENANTS[1:]
+        ]  # fmt: skip
+        port = _free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                               log_level="warning", access_log=False,
+                                               lifespan="off"))  # fmt: skip
+        await inference.start()
+        serving = asyncio.get_running_loop().create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.05)
+        worker = lambda: inference.runtime.executor.worker_pid("cpu:0")  # noqa: E731
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=TIMEOUT_S,
+                                     limits=limits) as client:  # fmt: skip
+            capacity = await _probe(client, key)
+            rate = max(1.0, 0.7 * capacity)
+            seconds = minutes * 60.0
+            out, kills, rss, t0 = await _open_loop(client, keys, rate, seconds, worker,
+                                                   kill_every_s)  # fmt: skip
+        server.should_exit = True
+        await serving
+        await inference.stop()
+        billed = _double_billed(root / "legato.db")
+        return _summary(out, kills, rss, t0, seconds, capacity, rate, billed)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--kill-every-s", type=float, default=120.0)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(main(args.minutes, args.kill_every_s))))
