@@ -14,20 +14,13 @@ import pytest_asyncio
 import torch
 
 from control.api.settings import GatewayConfig
-from control.executor.protocol import ModelRef
 from tests.api.conftest import ADMIN_TOKEN, client_for
-from tests.support.live_gateway import live_app, live_world
+from tests.support.live_gateway import EMBED_WORKFLOW, TINY_EMBED_REFS, live_app, live_world
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
-REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
-EMBED = {
-    "inputs": {"text": "text"},
-    "outputs": {"vector": "embed.embedding"},
-    "nodes": [{"id": "embed", "task": "embed", "model": "tiny-embed:1"}],
-    "edges": [{"from": "input.text", "to": "embed.text"}],
-}
+REFS, EMBED = TINY_EMBED_REFS, EMBED_WORKFLOW
 TENANTS = ("acme", "globex")
 
 

@@ -26,6 +26,15 @@ from control.wiring.live import LiveOptions
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import PEPPER
 
+#: The tiny BERT embedder most live tests serve, and a one-node workflow over it.
+TINY_EMBED_REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
+EMBED_WORKFLOW = {
+    "inputs": {"text": "text"},
+    "outputs": {"vector": "embed.embedding"},
+    "nodes": [{"id": "embed", "task": "embed", "model": "tiny-embed:1"}],
+    "edges": [{"from": "input.text", "to": "embed.text"}],
+}
+
 
 @dataclass(frozen=True)
 class LiveWorld:
