@@ -67,7 +67,7 @@ def finish_all(run: DagRun, label: str | None = None, items: int | None = None) 
 
 def test_layers_and_linear_progress() -> None:
     run = run_of(RAG)
-    assert run.layers() == (("embed",), ("search",), ("rerank",), ("llm",))
+    assert run.dag.layers == (("embed",), ("search",), ("rerank",), ("llm",))
     assert finish_all(run) == ["embed", "search", "rerank", "llm"]
     assert run.status == "succeeded"
     (ref,) = run.outputs()["answer"]

@@ -53,14 +53,13 @@ class DagRun:
         """Nodes whose inputs are resolved and that have not been turned into steps yet."""
         return tuple(self._ready)
 
-    def layers(self) -> tuple[tuple[str, ...], ...]:
-        return self.dag.layers
-
     def chunks(self, node_id: str) -> int:
         """How many steps (chunks) the node was split into once taken; 1 otherwise."""
         return len(self._locs.get(node_id, [0]))
 
-    ended = property(lambda self: self.status != "running")
+    @property  # a real property: mypyc compiles a lambda-built one into a truthy attribute
+    def ended(self) -> bool:
+        return self.status != "running"
 
     def outputs(self) -> dict[str, tuple[InputRef, ...]]:
         """Declared workflow outputs -> where their data lives (succeeded runs)."""
