@@ -85,6 +85,20 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+async def _serving(app, inference) -> tuple[uvicorn.Server, asyncio.Task, str]:  # noqa: ANN001
+    """Start ``inference`` and serve ``app`` on a free 127.0.0.1 port: (server, its task, base
+    URL). Stop with ``server.should_exit = True``, ``await task``, ``await inference.stop()``."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False,
+                                           lifespan="off"))  # fmt: skip
+    await inference.start()
+    task = asyncio.get_running_loop().create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.05)
+    return server, task, f"http://127.0.0.1:{port}"
+
+
 def _stack(root: Path, without: frozenset[str], also_settled):  # noqa: ANN001, ANN202
     url = f"sqlite:///{root / 'legato.db'}"
     upgrade(url)
@@ -314,15 +328,7 @@ async def main(seconds: float, clients: int, without: frozenset[str] = frozenset
             device_us[request_id] = sum(u.device_us for u in usage)
 
         app, services, inference, key, fast = _stack(root, without, note)
-        port = _free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", access_log=False,
-                                               lifespan="off"))  # fmt: skip
-        await inference.start()
-        task = asyncio.get_running_loop().create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.05)
-        base = f"http://127.0.0.1:{port}"
+        server, task, base = await _serving(app, inference)
         worker = lambda: inference.runtime.executor.worker_pid("cpu:0")  # noqa: E731
         await _run_clients(base, key, 4, 1.0)  # warm-up: first batches, caches
         single = await _phase(base, key, 1, max(2.0, seconds / 2), device_us, worker)

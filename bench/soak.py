@@ -42,10 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
 import torch  # noqa: E402
-import uvicorn  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
-from bench.gateway import _free_port, _stack  # noqa: E402  (installs the native core first)
+from bench.gateway import _serving, _stack  # noqa: E402  (installs the native core first)
 from control.clock import perf_counter  # noqa: E402
 from control.services.loadgen import percentile  # noqa: E402
 from db.session import make_engine  # noqa: E402
@@ -171,17 +170,10 @@ async def main(minutes: float, kill_every_s: float) -> dict:
                 "bench", name=name, weight=1).id).plaintext
             for name in TENANTS[1:]
         ]  # fmt: skip
-        port = _free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", access_log=False,
-                                               lifespan="off"))  # fmt: skip
-        await inference.start()
-        serving = asyncio.get_running_loop().create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.05)
+        server, serving, base = await _serving(app, inference)
         worker = lambda: inference.runtime.executor.worker_pid("cpu:0")  # noqa: E731
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=TIMEOUT_S,
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT_S,
                                      limits=limits) as client:  # fmt: skip
             capacity = await _probe(client, key)
             rate = max(1.0, 0.7 * capacity)

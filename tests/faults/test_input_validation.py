@@ -17,23 +17,22 @@ import torch
 from control.api.settings import GatewayConfig
 from control.services.run_inputs import InputLimits
 from tests.api.conftest import ADMIN_TOKEN, client_for
-from tests.support.live_gateway import EMBED_WORKFLOW, TINY_EMBED_REFS, live_app, live_world
+from tests.support.live_gateway import (
+    TINY_EMBED_REFS,
+    live_app,
+    live_world,
+    seed_embed_fleet,
+)
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
 
-REFS, EMBED = TINY_EMBED_REFS, EMBED_WORKFLOW
+REFS = TINY_EMBED_REFS
 URL = "/v1/workflows/vec/versions/1/runs"
 
 
 def _seed(services) -> int:  # noqa: ANN001
-    node = services.nodes.create("test", name="local")
-    services.devices.create("test", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=2048,
-                            precisions=["fp32"], is_real=True)  # fmt: skip
-    services.models.create("test", name="tiny-embed", version="1", task="embed",
-                           weights_source="declared", weights_location="tiny test model",
-                           memory_mib=16, max_batch_size=8, max_batch_tokens=4096)  # fmt: skip
-    services.workflows.create("test", name="vec", version="1", spec=EMBED, status="active")
+    seed_embed_fleet(services)
     return services.tenants.create("test", name="acme", weight=1).id
 
 

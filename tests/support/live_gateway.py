@@ -36,6 +36,18 @@ EMBED_WORKFLOW = {
 }
 
 
+def seed_embed_fleet(services: Services) -> None:
+    """One real CPU device, the tiny embedder and the ``vec`` workflow (``EMBED_WORKFLOW``)."""
+    node = services.nodes.create("test", name="local")
+    services.devices.create("test", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=2048,
+                            precisions=["fp32"], is_real=True)  # fmt: skip
+    services.models.create("test", name="tiny-embed", version="1", task="embed",
+                           weights_source="declared", weights_location="tiny test model",
+                           memory_mib=16, max_batch_size=8, max_batch_tokens=4096)  # fmt: skip
+    services.workflows.create("test", name="vec", version="1", spec=EMBED_WORKFLOW,
+                              status="active")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LiveWorld:
     """The services of a test database and where its tiny models are cached."""
