@@ -36,6 +36,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,6 +52,8 @@ from db.session import make_engine  # noqa: E402
 
 TENANTS = ("bench", "soak-b", "soak-c")
 TIMEOUT_S = 30.0
+#: What each call that was never answered with a success got back (status and body head).
+REASONS: Counter = Counter()
 
 
 def _rss_kib(pid: int | None) -> int:
@@ -69,8 +72,11 @@ async def _call(client: httpx.AsyncClient, key: str, n: int, out: list) -> None:
         r = await client.post("/v1/embeddings", headers={"Authorization": f"Bearer {key}"},
                               json={"model": "tiny-embed", "input": f"soak text {n}"})  # fmt: skip
         status = r.status_code
-    except httpx.HTTPError:
+        if status >= 500:
+            REASONS[f"{status} {r.text[:160]}"] += 1
+    except httpx.HTTPError as exc:
         status = 0  # timeout or broken connection: never answered
+        REASONS[f"0 {type(exc).__name__}"] += 1
     out.append((start, (perf_counter() - start) * 1000.0, status))
 
 
@@ -157,6 +163,7 @@ def _summary(out, kills, rss, t0, seconds, capacity, rate, billed) -> dict:  # n
         "minutes": round(seconds / 60.0, 2),
         "workers_killed": len(kills),
         "rss_kib": {"warm": rss["warm"], "end": rss["end"]},
+        "lost_reasons": dict(REASONS.most_common(5)),
     }
 
 

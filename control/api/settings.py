@@ -39,6 +39,12 @@ class GatewaySettings(BaseSettings):
         60.0, gt=0, description="Default time a synchronous run may take before a 504."
     )
     max_wait_s: float = Field(60.0, gt=0, description="Longest long-poll ?wait= honoured.")
+    async_run_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="Longest an async or stream run may take: still going then, it ends "
+        "timed out (failed, with the reason) and releases its quota and concurrency.",
+    )
     resume_max_age_s: float = Field(
         3600.0,
         ge=0,

@@ -51,6 +51,7 @@ from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
 from control.core.routing.registry import make_routing
+from control.core.run_bounds import RUN_BOUND, bound_live
 from control.core.snapshot import CoreSnapshot, build_snapshot
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
@@ -179,6 +180,8 @@ class ControlCore:
                 return False
             pending = st.queues.pending.get(rec.model.key)
             return bool(rec.queue) or (pending is not None and bool(pending.entries))
+        if kind == RUN_BOUND:
+            return bound_live(st.runs, ident)
         step = st.runs.steps.get(ident)
         return step is not None and step.batch_id is not None
 

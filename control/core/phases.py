@@ -21,6 +21,7 @@ from control.core.fleet import device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
+from control.core.run_bounds import RUN_BOUND, arm_bound, expire
 from control.core.run_stops import cancel, preempt
 from control.core.runs import admit, fail_step, on_item_done
 from control.core.stealer import steal_phase
@@ -33,7 +34,7 @@ def run_phases(st: CoreState, now: float) -> None:
     queues, rollouts, timers, ids, log = st.queues, st.rollouts, st.timers, st.ids, st.log
     log.phase = "admission"
     if inbox.submitted:
-        admission(pol, catalog, inbox, runs, cluster, queues, ids, log, now)
+        admission(pol, catalog, inbox, runs, cluster, queues, timers, ids, log, now)
     log.phase = "completions"
     if inbox.deferred or inbox.completed:
         completions(pol, inbox, runs, cluster, queues, timers, log, now)
@@ -67,13 +68,16 @@ def run_phases(st: CoreState, now: float) -> None:
 
 def admission(
     pol: Policies, catalog: Catalog, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues,
-    ids: Ids, log: ActionLog, now: float,
+    timers: Timers, ids: Ids, log: ActionLog, now: float,
 ) -> None:  # fmt: skip
     """Admit or refuse every submitted request: takes ``inbox.submitted``; a run started adds
-    to ``runs`` and its ready steps to ``queues.ready``, and may preload models (``cluster``)."""
+    to ``runs`` and its ready steps to ``queues.ready``, may preload models (``cluster``) and
+    arms its bound (``timers``, when its request has ``expires_at``)."""
     submitted, inbox.submitted = inbox.submitted, []
     for req, _at in submitted:
         admit(pol, catalog, runs, cluster, queues, ids, log, req, now)
+        if req.expires_at is not None:
+            arm_bound(runs, timers, req.request_id)
 
 
 def completions(
@@ -129,12 +133,16 @@ def fire_timers(
     now: float,
 ) -> None:  # fmt: skip
     """Fire due timers: batching deadlines and dispatch-ahead points mark their replica dirty;
-    a step still in flight at its timeout fails (and may be retried)."""
+    a step still in flight at its timeout fails (and may be retried); a run still going at its
+    bound ends ``timed_out`` (``run_bounds``)."""
     heap = timers.heap
     while heap and heap[0][0] <= now:
         _, _, kind, ident = heapq.heappop(heap)
         if kind == "batch" or kind == "ahead":
             queues.dirty.add(ident)
+            continue
+        if kind == RUN_BOUND:
+            expire(pol, runs, cluster, queues, log, ident, now)
             continue
         step = runs.steps.get(ident)
         if step is not None and step.batch_id is not None:

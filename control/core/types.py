@@ -128,7 +128,9 @@ class ReplicaState(StrEnum):
 
 @dataclass(frozen=True)
 class Request:
-    """One workflow run asked for by a tenant. ``deadline`` is absolute driver-clock seconds."""
+    """One workflow run asked for by a tenant. ``deadline`` is absolute driver-clock seconds.
+    ``expires_at`` (the same clock): the run is ended ``timed_out`` at that instant if it is
+    still going, whatever it waits for (``run_bounds``); None: no bound in the core."""
 
     request_id: str
     tenant_id: str
@@ -143,6 +145,7 @@ class Request:
     inputs: Mapping[str, object] = field(
         default_factory=lambda: _EMPTY
     )  # small metadata only, never payloads
+    expires_at: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")

@@ -244,6 +244,10 @@ class LiveRuntime:
         assert self.driver is not None, "call start() first"
         return self.driver.devices_up()
 
+    def devices_restarting(self) -> int:
+        """Devices down only while their worker restarts (their replicas come back with it)."""
+        return len(self.actuator.done.down) if self.actuator is not None else 0
+
     async def ingest(self, event: object) -> None:
         """Apply a config change at the next instant; raises what the core refused."""
         assert self.driver is not None, "call start() first"

@@ -62,6 +62,11 @@ __all__ = ["InferenceService", "RunCall", "ServiceUnavailable", "Started", "esti
 
 #: Retries of an idempotency key whose requests were refused by admission.
 MAX_KEY_RETRIES = 50
+#: Default bound (s) on a run no caller waits on with a timeout (async and stream runs):
+#: the core ends it ``timed_out`` then, releasing all it holds (``LEGATO_ASYNC_RUN_TIMEOUT_S``).
+ASYNC_RUN_TIMEOUT_S = 600.0
+#: A sync run's caller cancels it at its timeout; the core ends it this much later in any case.
+SYNC_BOUND_GRACE_S = 10.0
 
 
 class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
@@ -73,6 +78,8 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
     open by an earlier process (a single gateway per database; turn it off when several
     gateways share one); ``resume_max_age_s`` bounds the age of a run still resumed (see
     :mod:`control.services.inference_recovery`). ``clock`` is where the service reads time.
+    ``async_run_timeout_s`` bounds the life of a run submitted without a timeout (see
+    :func:`_bounds`).
     """
 
     def __init__(
@@ -88,7 +95,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         recover_on_start: bool = True,
         resume_max_age_s: float = RESUME_MAX_AGE_S,
         clock: Clock = SYSTEM_CLOCK,
+        async_run_timeout_s: float = ASYNC_RUN_TIMEOUT_S,
     ) -> None:
+        if async_run_timeout_s <= 0:
+            raise ValueError(f"async_run_timeout_s={async_run_timeout_s!r}: must be > 0")
+        self.async_run_timeout_s = async_run_timeout_s
         self.services = services
         self.clock = clock
         self.runtime = runtime
@@ -138,8 +149,13 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         return "ok" if self.runtime.devices_up() > 0 else "no healthy device"
 
     def require_capacity(self) -> None:
-        """Raise ServiceUnavailable when no healthy device could serve a run now."""
+        """Raise ServiceUnavailable when no healthy device could serve a run now. A device
+        whose worker is restarting counts as serving: the run waits for it (bounded by its
+        deadline), so a worker restart costs callers latency, not a 503."""
         state = self.readiness()
+        restarting = getattr(self.runtime, "devices_restarting", None)
+        if state == "no healthy device" and restarting is not None and restarting() > 0:
+            return
         if state != "ok":
             raise ServiceUnavailable(f"cannot run requests now: {state}")
 
@@ -186,6 +202,7 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
 
     def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> LiveRun:
         """Hand the recorded request to the runtime and settle it when it ends."""
+        deadline, expires_at = _bounds(self.runtime, call.timeout_s, self.async_run_timeout_s)
         core_request = Request(
             request_id=record.id,
             tenant_id=call.tenant_name,
@@ -195,7 +212,8 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             prompt_tokens=estimate_tokens(call.payload),
             max_output_tokens=call.max_output_tokens,
             idempotency_key=call.idempotency_key,
-            deadline=_deadline(self.runtime, call.timeout_s),
+            deadline=deadline,
+            expires_at=expires_at,
         )
         trace = RunTrace(accepted_at=self.clock.monotonic())
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
@@ -254,11 +272,18 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         raise UnknownReference("workflow", f"{name}@{version}", f"active workflow ({state})")
 
 
-def _deadline(runtime: Any, timeout_s: float | None) -> float | None:
-    """The core's deadline for a run its caller waits ``timeout_s`` for, on the runtime's
-    clock (the core's time); None without a timeout, or for a runtime without a clock (a
-    test double), whose runs are then admitted as before."""
+def _bounds(
+    runtime: Any, timeout_s: float | None, async_timeout_s: float
+) -> tuple[float | None, float | None]:
+    """(deadline, expires_at) of a new run on the runtime's clock (the core's time). A caller
+    waiting ``timeout_s`` gives the deadline (admission refuses a run predicted to wait
+    longer) and cancels the run then; the core ends it ``SYNC_BOUND_GRACE_S`` later in any
+    case. A run without a timeout (async, stream) has ``async_timeout_s`` as both: no run
+    waits forever. (None, None) for a runtime without a clock (a test double)."""
     clock = getattr(runtime, "clock", None)
-    if timeout_s is None or clock is None:
-        return None
-    return float(clock.monotonic()) + timeout_s
+    if clock is None:
+        return None, None
+    now = float(clock.monotonic())
+    if timeout_s is None:
+        return now + async_timeout_s, now + async_timeout_s
+    return now + timeout_s, now + timeout_s + SYNC_BOUND_GRACE_S

@@ -105,7 +105,8 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url)}
-    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s)
+    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s,
+                          async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
                        extras=extras)  # fmt: skip

@@ -75,6 +75,8 @@ class LiveOptions:
     writer: WriterConfig = field(default_factory=WriterConfig)
     #: runs left open by an earlier process older than this are failed, not resumed
     resume_max_age_s: float = 3600.0
+    #: bound on a run submitted without a timeout (async, stream): ended ``timed_out`` then
+    async_run_timeout_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ def build_live(
         on_settled=on_settled,
         writer=options.writer,
         resume_max_age_s=options.resume_max_age_s,
+        async_run_timeout_s=options.async_run_timeout_s,
     )
     return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
 
