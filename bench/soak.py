@@ -16,7 +16,9 @@ tenants at 0.7 of it. Prints one JSON object:
 * ``rss_growth_pct`` (goal < 5): RSS of the gateway process at the end vs after the
   warm-up (the first minute, or the first third of a shorter run); ``rss_growth_pct_worker``
   the same for the worker alive at each moment (a restarted worker starts small again);
-* ``p99_ms_first_minute`` / ``p99_ms_last_minute``: client latency of successful calls.
+* ``p99_ms_first_minute`` / ``p99_ms_last_minute``: client latency of successful calls;
+* ``lost_reasons``: the five commonest answers of lost calls (status and the body's head;
+  status 0 with the httpx error's name for a call never answered), to find the path at fault.
 
 Not yet covered: multi-step workflow runs in the mix (only the embedding route is driven).
 The load generator runs in the gateway's process (httpx on the same loop), so capacity is what
