@@ -63,6 +63,7 @@ import uvicorn  # noqa: E402
 
 from control.api.settings import GatewayConfig  # noqa: E402
 from control.clock import perf_counter, process_time  # noqa: E402
+from control.config import Settings  # noqa: E402
 from control.executor import sources  # noqa: E402
 from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
 from control.executor.protocol import DeviceInfo, ModelRef  # noqa: E402
@@ -85,13 +86,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# as `legato api` serves: the server outlives the client's idle pool connections
+KEEP_ALIVE_S = Settings.model_fields["api_keep_alive_s"].default
+
+
 async def _serving(app, inference) -> tuple[uvicorn.Server, asyncio.Task, str]:  # noqa: ANN001
     """Start ``inference`` and serve ``app`` on a free 127.0.0.1 port: (server, its task, base
     URL). Stop with ``server.should_exit = True``, ``await task``, ``await inference.stop()``."""
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", access_log=False,
-                                           lifespan="off"))  # fmt: skip
+                                           lifespan="off",
+                                           timeout_keep_alive=KEEP_ALIVE_S))  # fmt: skip
     await inference.start()
     task = asyncio.get_running_loop().create_task(server.serve())
     while not server.started:

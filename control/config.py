@@ -38,6 +38,13 @@ class Settings(BaseSettings):
     api_host: str = Field("127.0.0.1", description="Address the API gateway listens on.")
     api_port: int = Field(8700, ge=1, le=65535, description="Port of the API gateway.")
     console_port: int = Field(8701, ge=1, le=65535, description="Port of the Streamlit console.")
+    api_keep_alive_s: int = Field(
+        75,
+        ge=1,
+        description="Seconds the API keeps an idle HTTP connection open. Longer than clients' "
+        "own pool expiry (httpx and most others: 5 s), so the client closes first: a server that "
+        "closes at the same instant races a client reusing the connection, and its call is lost.",
+    )
     torch_threads: int = Field(1, ge=1, description="torch threads per executor worker.")
     worker_missed_heartbeats: int = Field(
         6,

@@ -46,7 +46,8 @@ def api(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = build_gateway(with_runtime=runtime)
     uvicorn.run(app, host=host or settings.api_host, port=port or settings.api_port,
-                log_level="info", access_log=False, timeout_graceful_shutdown=drain)  # fmt: skip
+                log_level="info", access_log=False, timeout_graceful_shutdown=drain,
+                timeout_keep_alive=settings.api_keep_alive_s)  # fmt: skip
 
 
 def _parse_keys(pairs: list[str]) -> dict[str, str]:
