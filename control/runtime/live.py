@@ -29,6 +29,7 @@ from control.core.events import CancelRun, DeviceUp
 from control.core.latency import LatencyModel
 from control.executor.heap import freeze_startup_heap
 from control.executor.protocol import Executor, ModelRef
+from control.runtime import durable
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.driver import Driver
@@ -226,9 +227,10 @@ class LiveRuntime:
             return handle
         kinds, models, outs = self._nodes(run.request.workflow)
         self.runs[rid] = RunState(handle, run.request, kinds, models, self.clock.monotonic(),
-                                  output_nodes=outs, sampling=run.sampling)  # fmt: skip
+                                  output_nodes=outs, sampling=run.sampling,
+                                  durable=run.durable)  # fmt: skip
         self.actuator.payloads[rid] = dict(run.payload)
-        self.driver.put(Submit(run.request))
+        self.driver.put(Submit(durable.seed(run, self.actuator.host_outputs)))
         return handle
 
     def stream(self, run_id: str) -> AsyncIterator[StreamDelta]:

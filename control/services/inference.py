@@ -184,8 +184,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         sub = await committed
         return Started(sub.request, existing=False)
 
-    def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> LiveRun:
-        """Hand the recorded request to the runtime and settle it when it ends."""
+    def _start(
+        self, call: RunCall, key: str, record: rec.RequestRecord, completed: tuple = ()
+    ) -> LiveRun:
+        """Hand the recorded request to the runtime and settle it when it ends; an async run
+        is durable (its steps' outputs are kept), ``completed`` a resumed run's done steps."""
         core_request = Request(
             request_id=record.id,
             tenant_id=call.tenant_name,
@@ -198,7 +201,13 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             deadline=_deadline(self.runtime, call.timeout_s),
         )
         trace = RunTrace(accepted_at=self.clock.monotonic())
-        run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
+        run = RunRequest(
+            core_request,
+            dict(call.payload),
+            dict(call.sampling),
+            durable=not call.announce_at_end,
+            completed=completed,
+        )
         live = LiveRun(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
         # callbacks, not a task per run: each hand-over costs one loop turn, no task wake-up

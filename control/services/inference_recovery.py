@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from control.runtime.types import KeptOutput
 from control.services.inference_calls import RunCall
 from control.services.run_records import RESTART_FAILURE
 from control.store.runlog import recovery
@@ -45,6 +46,7 @@ class RecoveryMixin:
             resume = [run for run in found if self._resumable(run, now)]
             failed = [run.record.id for run in found if run not in resume]
             recovery.requeue(session, [run.record.id for run in resume])
+            resume = recovery.with_steps(session, resume)
             recovery.fail(session, failed, error=RESTART_FAILURE, finished_at=now)
         if failed:
             log.warning("failed %d run(s) an earlier process left open (retryable)", len(failed))
@@ -75,4 +77,11 @@ class RecoveryMixin:
             sampling=inputs["sampling"] or {},
         )  # fmt: skip
         key = f"{record.workflow_name}:{record.workflow_version}"
-        self._start(call, key, record)  # type: ignore[attr-defined]
+        done = tuple(kept_output(step) for step in run.steps)
+        self._start(call, key, record, done)  # type: ignore[attr-defined]
+
+
+def kept_output(row: dict[str, Any]) -> KeptOutput:
+    """A ``run_steps`` row as the runtime takes a completed step."""
+    chunk = None if row["chunk"] < 0 else row["chunk"]
+    return KeptOutput(row["node_id"], chunk, row["route_label"], row["item_count"], row["output"])
