@@ -215,10 +215,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         return live
 
     async def _record(self, call: RunCall) -> Submission:
-        """Write the request. A key whose request was refused by admission (429) or failed by a
-        restart (:func:`spent_slot`) is not spent: the retry is recorded under the key's next
-        retry slot (``key~retryN``), and a later repeat walks the chain to the latest attempt
-        (a different body still conflicts: the writer compares bodies before this check)."""
+        """Write the request. A key whose request was refused by admission (429) is not spent:
+        the retry is recorded under the key's next retry slot (``key~retryN``), and a later
+        repeat walks the chain to the latest attempt; one failed by a restart
+        (:func:`spent_slot`) is reopened under its own id, so no step billed before the restart
+        is billed again (a different body still conflicts: the writer compares bodies first)."""
         priority = call.priority_class or self.catalog.priority_of(call.tenant_name)
         sub: Submission | None = None
         for attempt in range(MAX_KEY_RETRIES + 1):
@@ -228,6 +229,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             sub = await self.writer.write(self._accept_op(call, key, priority))
             if not (sub.existing and spent_slot(sub.request)):
                 return sub
+            if sub.request.status == "failed":  # by a restart: run again under its own id
+                reopened = await self._reopen(sub.request, self._inputs(call))
+                return (
+                    Submission(reopened, existing=False) if reopened else await self._record(call)
+                )
         assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
 

@@ -6,7 +6,8 @@ goes back to ``queued`` and it is handed to the runtime under its own request id
 client's idempotency key, so its steps' idempotency keys are those of the first run and the
 ledger's ``(request, node, attempt)`` key drops every step billed before the crash. Any other
 open run is failed with :data:`~control.services.run_records.RESTART_FAILURE`, which a repeat
-of its idempotency key (same body) overrides by running the request again.
+of its idempotency key (same body) overrides by reopening the request: it runs again under its
+own request id, so the ledger drops every step billed before the restart.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class RecoveryMixin:
     """The recovery half of :class:`~control.services.inference.InferenceService`."""
 
     factory: Any
+    writer: Any
     catalog: Any
     resume_max_age_s: float
     recovered: list[str]
@@ -55,6 +57,20 @@ class RecoveryMixin:
         self.recovered = failed
         self.resumed = [run.record.id for run in resume]
         return resume
+
+    async def _reopen(self, found: Any, inputs: dict[str, Any]) -> Any:
+        """A repeat of the key of ``found``, a run failed by a restart: reopened to run again
+        under its own request id (so no step billed before the restart is billed again);
+        None when another repeat reopened it first."""
+
+        def reopen() -> bool:
+            with session_scope(self.factory) as session:
+                return recovery.reopen(session, found, error=RESTART_FAILURE, inputs=inputs)
+
+        if not await self.writer.run_in_db_thread(reopen):  # type: ignore[attr-defined]
+            return None
+        return replace(found, status="queued", error=None, finished_at=None, started_at=None,
+                       first_token_at=None, result=None)  # fmt: skip
 
     def _resumable(self, run: recovery.OpenRun, now: datetime) -> bool:
         record = run.record

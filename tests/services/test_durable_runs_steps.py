@@ -63,3 +63,25 @@ async def test_a_sync_run_keeps_no_step_outputs(db) -> None:
 def _usage(rid: str, node: str, tokens: int) -> UsageRecord:
     return UsageRecord(rid, "acme", "pipe:1", node, f"{rid}/{node}", 1, "m:1", "cpu:0",
                        None, tokens, 0, 1500, tokens * 2, 1)  # fmt: skip
+
+
+async def test_a_retry_of_a_run_failed_by_a_restart_bills_nothing_twice(db) -> None:
+    from tests.services.test_inference_durability import FakeRuntime
+
+    factory, services, tenant = db
+    first = await _service(db, FakeRuntime())
+    rid = (await first.submit(call(tenant, "k3"))).request.id
+    first.runtime.step_done(rid, "embed", 7)
+    await first.writer.flush()
+    _crash(first)
+    runtime = FakeRuntime()
+    restarted = await _service(db, runtime, resume_max_age_s=0)  # failed, retryably
+    ledger = [(e.node_id, e.attempt, e.input_tokens) for e in services.usage.list(request_id=rid)]
+    retry = await restarted.submit(call(tenant, "k3"))
+    assert retry.request.id == rid and not retry.existing  # reopened, not a new request
+    runtime.step_done(rid, "embed", 7)  # run again: the ledger keeps its first entry only
+    runtime.handles[rid].resolve(RunResult(rid, "succeeded", {"vec": [0.5]}, None, None))
+    await _until_status(restarted, services, rid, "succeeded")
+    after = [(e.node_id, e.attempt, e.input_tokens) for e in services.usage.list(request_id=rid)]
+    assert after == ledger == [("embed", "1", 7)]
+    await restarted.stop()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from control.store import lifecycle
@@ -99,3 +99,25 @@ def purge_ended_inputs(session: Session) -> None:
     still_open = select(REQUESTS.c.id).where(REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
     session.execute(delete(INPUTS).where(INPUTS.c.request_id.not_in(still_open)))
     session.execute(delete(STEPS).where(STEPS.c.request_id.not_in(still_open)))
+
+
+def reopen(
+    session: Session, record: rec.RequestRecord, *, error: str, inputs: dict[str, Any]
+) -> bool:
+    """Put a request failed with ``error`` (a restart's) back to ``queued`` with ``inputs``
+    recorded again, so it runs again under its own id (the ledger's ``(request, node,
+    attempt)`` key drops every step billed before); False when it is not (or no longer) so
+    failed: another retry reopened it first."""
+    done = session.execute(
+        update(REQUESTS)
+        .where(REQUESTS.c.id == record.id, REQUESTS.c.status == "failed",
+               REQUESTS.c.error == error)
+        .values(status="queued", error=None, finished_at=None, started_at=None,
+                first_token_at=None, result=None)
+    )  # fmt: skip
+    if done.rowcount != 1:
+        return False
+    session.execute(delete(INPUTS).where(INPUTS.c.request_id == record.id))
+    row = {"request_id": record.id, "tenant_id": record.tenant_id, **inputs}
+    session.execute(insert(INPUTS).values(row))
+    return True
