@@ -14,7 +14,7 @@ from control.core.actions import Preempt, Reject, RunFinished, StepRetried
 from control.core.capacity import capacity_refusal
 from control.core.cluster import Cluster
 from control.core.context import Policies
-from control.core.dag import lineage
+from control.core.dag import lineage, resume
 from control.core.dag.run import CompiledDag, DagRun, StepRef
 from control.core.dag.spec import NodeSpec
 from control.core.loads import preload_for_run
@@ -96,6 +96,11 @@ def admit(
     run.borrowed = decision.borrowed
     runs.active[req.request_id] = run
     log.counters["runs.started"] += 1
+    if req.completed:  # a resumed run: only the steps not done before the restart run
+        for ref in resume.replay(run.dag_run, req.completed):
+            add_step(pol, runs, cluster, queues, run, ref, now)
+        if run.dag_run.status == "succeeded":
+            finish(pol, runs, cluster, queues, log, run, "succeeded", None, "done before", now)
     take_ready(pol, runs, cluster, queues, run, now)
     if dag.later_models:
         # model keys of model nodes: None is never among them

@@ -127,6 +127,17 @@ class ReplicaState(StrEnum):
 
 
 @dataclass(frozen=True)
+class DoneStep:
+    """A step an earlier process completed (a resumed run's): its node is done without
+    running it again (``control.core.dag.resume``)."""
+
+    node_id: str
+    chunk: int | None = None
+    route_label: str | None = None
+    item_count: int | None = None
+
+
+@dataclass(frozen=True)
 class Request:
     """One workflow run asked for by a tenant. ``deadline`` is absolute driver-clock seconds.
     ``expires_at`` (the same clock): the run is ended ``timed_out`` at that instant if it is
@@ -146,6 +157,8 @@ class Request:
         default_factory=lambda: _EMPTY
     )  # small metadata only, never payloads
     expires_at: float | None = None
+    #: steps completed before a restart (a resumed run): done, not run again
+    completed: tuple[DoneStep, ...] = ()
 
     def __post_init__(self) -> None:
         _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")

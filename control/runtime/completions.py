@@ -39,7 +39,7 @@ from control.executor.protocol import (
 from control.runtime import mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
-from control.runtime.types import StreamDelta, UsageRecord
+from control.runtime.types import KeptOutput, StreamDelta, UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,8 @@ class Completions:
             device_us=int(r.device_ms * 1000 / max(1, r.batch_size)),
             cost_units=self.cost.cost_units(model, r.input_tokens, r.output_tokens),
             batch_size=r.batch_size,
+            kept=KeptOutput(item.node_id, item.chunk, r.label, r.item_count if r.ok else None,
+                            r.output) if run.durable and r.output is not None else None,
         )  # fmt: skip
         self.record_usage(run, rec)
 

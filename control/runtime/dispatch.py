@@ -28,7 +28,7 @@ from control.runtime import mapping
 from control.runtime.completions import Completions
 from control.runtime.state import PendingBatch, Record, RunState, failed_item
 from control.runtime.tools import HOST_TOOLS, ToolInputError
-from control.runtime.types import UsageRecord
+from control.runtime.types import KeptOutput, UsageRecord
 
 #: The device a host tool's step is billed to (and a batch no replica could take).
 HOST = "host"
@@ -93,7 +93,7 @@ class Dispatcher:
             sampling = run.sampling if run is not None else None
             params = mapping.gen_params(item, kind, self.stream_tokens, sampling)
             target = fetching if mapping.pending_fetches(inputs) else ready
-            back = run is not None and item.node_id in run.output_nodes
+            back = run is not None and (run.durable or item.node_id in run.output_nodes)
             target.append(mapping.exec_item(item, inputs, params, return_output=back))
         expected_ms = d.predicted_us / 1000.0 if d.predicted_us > 0 else None
         if ready:
@@ -157,7 +157,8 @@ class Dispatcher:
             node = mapping.exec_node(item.node_id, item.chunk)
             self.stores.host_outputs[(item.request_id, node)] = out.value
             pb.device_ms = max(pb.device_ms, device_ms)
-            self._bill_tool(item, tool.name, out.input_tokens, device_ms, now)
+            self._bill_tool(item, tool.name, out.input_tokens, device_ms, now,
+                            out.label, out.item_count)  # fmt: skip
             result = StepResult(
                 key=item.key, ok=True, input_tokens=out.input_tokens,
                 route_label=out.label, item_count=out.item_count,
@@ -165,15 +166,22 @@ class Dispatcher:
             for rec in self.done.settle(d.batch_id, item.idempotency_key, result, now):
                 self.put(rec)
 
-    def _bill_tool(self, item, tool: str, tokens: int, device_ms: float, now: float) -> None:  # noqa: ANN001
+    def _bill_tool(self, item, tool: str, tokens: int, device_ms: float, now: float,  # noqa: ANN001
+                   label: str | None = None, count: int | None = None) -> None:  # fmt: skip
         if not self.done.first_bill(item.idempotency_key, item.request_id, now):
             return
         run = self.runs.get(item.request_id)
         if run is None:
             return
+        kept = None
+        if run.durable:
+            out = self.stores.host_outputs[
+                (item.request_id, mapping.exec_node(item.node_id, item.chunk))
+            ]
+            kept = KeptOutput(item.node_id, item.chunk, label, count, out)  # fmt: skip
         rec = UsageRecord(
             item.request_id, run.request.tenant_id, run.request.workflow, item.node_id,
             item.idempotency_key, item.attempt, tool, HOST, None, tokens, 0,
-            int(device_ms * 1000), self.done.cost.cost_units(tool, tokens, 0), 1,
+            int(device_ms * 1000), self.done.cost.cost_units(tool, tokens, 0), 1, kept,
         )  # fmt: skip
         self.done.record_usage(run, rec)

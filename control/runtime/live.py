@@ -29,6 +29,7 @@ from control.core.events import CancelRun, DeviceUp
 from control.core.latency import LatencyModel
 from control.executor.heap import freeze_startup_heap
 from control.executor.protocol import Executor, ModelRef
+from control.runtime import durable
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.driver import Driver
@@ -226,9 +227,10 @@ class LiveRuntime:
             return handle
         kinds, models, outs = self._nodes(run.request.workflow)
         self.runs[rid] = RunState(handle, run.request, kinds, models, self.clock.monotonic(),
-                                  output_nodes=outs, sampling=run.sampling)  # fmt: skip
+                                  output_nodes=outs, sampling=run.sampling,
+                                  durable=run.durable)  # fmt: skip
         self.actuator.payloads[rid] = dict(run.payload)
-        self.driver.put(Submit(run.request))
+        self.driver.put(Submit(durable.seed(run, self.actuator.host_outputs)))
         return handle
 
     def stream(self, run_id: str) -> AsyncIterator[StreamDelta]:
@@ -264,8 +266,7 @@ class LiveRuntime:
         """Node kinds, model keys and output nodes of ``workflow`` (computed once each)."""
         if self._node_cache_of is not self.blueprint.workflows:  # live config replaced them
             self._node_cache, self._node_cache_of = {}, self.blueprint.workflows
-        found = self._node_cache.get(workflow)
-        if found is not None:
+        if (found := self._node_cache.get(workflow)) is not None:
             return found
         found = {}, {}, frozenset()
         for spec in self.blueprint.workflows:
@@ -277,8 +278,7 @@ class LiveRuntime:
         return found
 
     def _refused(self, request_id: str, reason: str) -> None:
-        run = self.runs.pop(request_id, None)
-        if run is not None:
+        if (run := self.runs.pop(request_id, None)) is not None:
             run.handle.resolve(RunResult(request_id, "rejected", {}, reason, reason))
 
     def _worker_down(self, device_id: str) -> None:

@@ -65,6 +65,8 @@ class RunState:
     output_nodes: frozenset[str] = frozenset()
     #: the caller's sampling for the run's generate steps (see ``mapping.gen_params``)
     sampling: Mapping[str, Any] = field(default_factory=dict)
+    #: a durable run: every step's output comes back and is kept with its bill
+    durable: bool = False
 
 
 @dataclass

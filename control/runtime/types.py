@@ -31,10 +31,27 @@ class RunRequest:
     payload: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     #: per-run sampling of its generate steps (``temperature``, ``top_p``, ``seed``)
     sampling: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    #: resumable: every step's output comes back with its result and is reported with its
+    #: bill (``UsageRecord.kept``), so a restart can resume the run past it
+    durable: bool = False
+    #: steps completed before a restart (a resumed run): done, their outputs at hand
+    completed: tuple[KeptOutput, ...] = ()
 
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+
+@dataclass(frozen=True)
+class KeptOutput:
+    """A completed step of a durable run: where it is in its DAG, what the core needs to
+    replay it (its route label, item count) and its output (plain values)."""
+
+    node_id: str
+    chunk: int | None
+    route_label: str | None
+    item_count: int | None
+    output: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,8 @@ class UsageRecord:
     device_us: int
     cost_units: int
     batch_size: int
+    #: a durable run's step: its output, to be recorded with this bill
+    kept: KeptOutput | None = None
 
 
 @dataclass(frozen=True)

@@ -200,8 +200,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         sub = await committed
         return Started(sub.request, existing=False)
 
-    def _start(self, call: RunCall, key: str, record: rec.RequestRecord) -> LiveRun:
-        """Hand the recorded request to the runtime and settle it when it ends."""
+    def _start(
+        self, call: RunCall, key: str, record: rec.RequestRecord, completed: tuple = ()
+    ) -> LiveRun:
+        """Hand the recorded request to the runtime and settle it when it ends; an async run
+        is durable (its steps' outputs are kept), ``completed`` a resumed run's done steps."""
         deadline, expires_at = _bounds(self.runtime, call.timeout_s, self.async_run_timeout_s)
         core_request = Request(
             request_id=record.id,
@@ -216,7 +219,8 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             expires_at=expires_at,
         )
         trace = RunTrace(accepted_at=self.clock.monotonic())
-        run = RunRequest(core_request, dict(call.payload), dict(call.sampling))
+        run = RunRequest(core_request, dict(call.payload), dict(call.sampling),
+                         durable=not call.announce_at_end, completed=completed)  # fmt: skip
         live = LiveRun(self.runtime.submit_run(run), record, trace)
         self._live[record.id] = live
         # callbacks, not a task per run: each hand-over costs one loop turn, no task wake-up
@@ -224,10 +228,11 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         return live
 
     async def _record(self, call: RunCall) -> Submission:
-        """Write the request. A key whose request was refused by admission (429) or failed by a
-        restart (:func:`spent_slot`) is not spent: the retry is recorded under the key's next
-        retry slot (``key~retryN``), and a later repeat walks the chain to the latest attempt
-        (a different body still conflicts: the writer compares bodies before this check)."""
+        """Write the request. A key whose request was refused by admission (429) is not spent:
+        the retry is recorded under the key's next retry slot (``key~retryN``), and a later
+        repeat walks the chain to the latest attempt; one failed by a restart
+        (:func:`spent_slot`) is reopened under its own id, so no step billed before the restart
+        is billed again (a different body still conflicts: the writer compares bodies first)."""
         priority = call.priority_class or self.catalog.priority_of(call.tenant_name)
         sub: Submission | None = None
         for attempt in range(MAX_KEY_RETRIES + 1):
@@ -237,6 +242,9 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             sub = await self.writer.write(self._accept_op(call, key, priority))
             if not (sub.existing and spent_slot(sub.request)):
                 return sub
+            if sub.request.status == "failed":  # by a restart: run again under its own id
+                reopened = await self._reopen(sub.request, self._inputs(call))
+                return Submission(reopened, False) if reopened else await self._record(call)
         assert sub is not None
         return sub  # the chain is exhausted: answer with the last refusal
 

@@ -6,7 +6,8 @@ goes back to ``queued`` and it is handed to the runtime under its own request id
 client's idempotency key, so its steps' idempotency keys are those of the first run and the
 ledger's ``(request, node, attempt)`` key drops every step billed before the crash. Any other
 open run is failed with :data:`~control.services.run_records.RESTART_FAILURE`, which a repeat
-of its idempotency key (same body) overrides by running the request again.
+of its idempotency key (same body) overrides by reopening the request: it runs again under its
+own request id, so the ledger drops every step billed before the restart.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from control.runtime.types import KeptOutput
 from control.services.inference_calls import RunCall
 from control.services.run_records import RESTART_FAILURE
 from control.store.runlog import recovery
@@ -32,6 +34,7 @@ class RecoveryMixin:
     """The recovery half of :class:`~control.services.inference.InferenceService`."""
 
     factory: Any
+    writer: Any
     catalog: Any
     resume_max_age_s: float
     recovered: list[str]
@@ -45,6 +48,7 @@ class RecoveryMixin:
             resume = [run for run in found if self._resumable(run, now)]
             failed = [run.record.id for run in found if run not in resume]
             recovery.requeue(session, [run.record.id for run in resume])
+            resume = recovery.with_steps(session, resume)
             recovery.fail(session, failed, error=RESTART_FAILURE, finished_at=now)
         if failed:
             log.warning("failed %d run(s) an earlier process left open (retryable)", len(failed))
@@ -53,6 +57,20 @@ class RecoveryMixin:
         self.recovered = failed
         self.resumed = [run.record.id for run in resume]
         return resume
+
+    async def _reopen(self, found: Any, inputs: dict[str, Any]) -> Any:
+        """A repeat of the key of ``found``, a run failed by a restart: reopened to run again
+        under its own request id (so no step billed before the restart is billed again);
+        None when another repeat reopened it first."""
+
+        def reopen() -> bool:
+            with session_scope(self.factory) as session:
+                return recovery.reopen(session, found, error=RESTART_FAILURE, inputs=inputs)
+
+        if not await self.writer.run_in_db_thread(reopen):  # type: ignore[attr-defined]
+            return None
+        return replace(found, status="queued", error=None, finished_at=None, started_at=None,
+                       first_token_at=None, result=None)  # fmt: skip
 
     def _resumable(self, run: recovery.OpenRun, now: datetime) -> bool:
         record = run.record
@@ -75,4 +93,11 @@ class RecoveryMixin:
             sampling=inputs["sampling"] or {},
         )  # fmt: skip
         key = f"{record.workflow_name}:{record.workflow_version}"
-        self._start(call, key, record)  # type: ignore[attr-defined]
+        done = tuple(kept_output(step) for step in run.steps)
+        self._start(call, key, record, done)  # type: ignore[attr-defined]
+
+
+def kept_output(row: dict[str, Any]) -> KeptOutput:
+    """A ``run_steps`` row as the runtime takes a completed step."""
+    chunk = None if row["chunk"] < 0 else row["chunk"]
+    return KeptOutput(row["node_id"], chunk, row["route_label"], row["item_count"], row["output"])

@@ -82,6 +82,7 @@ class SettleMixin:
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=self.clock.utcnow(),
             model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
+            kept=kept_row(usage),
         )  # fmt: skip
         if live is None or not live.writes:
             self.writer.submit(op, log_write_failure)
@@ -191,6 +192,16 @@ def started_at(trace: RunTrace, clock: Clock) -> datetime | None:
     elapsed_ms = int((clock.monotonic() - trace.accepted_at) * 1000)
     ago_ms = elapsed_ms - first.done_ms + device_ms(first.usage)
     return clock.utcnow() - timedelta(milliseconds=max(0, ago_ms))
+
+
+def kept_row(usage: UsageRecord) -> dict | None:
+    """The ``run_steps`` row (but ``request_id``) of a durable run's step; None otherwise."""
+    k = usage.kept
+    if k is None:
+        return None
+    chunk = -1 if k.chunk is None else k.chunk
+    return {"node_id": k.node_id, "chunk": chunk, "route_label": k.route_label,
+            "item_count": k.item_count, "output": dict(k.output)}  # fmt: skip
 
 
 def log_write_failure(future: asyncio.Future) -> None:

@@ -16,6 +16,7 @@ from db import models as m
 REQUESTS: Table = m.Request.__table__  # type: ignore[assignment]
 USAGE: Table = m.UsageEntry.__table__  # type: ignore[assignment]
 INPUTS: Table = m.RunInput.__table__  # type: ignore[assignment]
+STEPS: Table = m.RunStep.__table__  # type: ignore[assignment]
 #: Statuses a run may still leave; a finishing update never overwrites a terminal row.
 OPEN_STATUSES = ("queued", "running")
 FINISH_FIELDS = ("status", "started_at", "first_token_at", "finished_at", "result", "error")

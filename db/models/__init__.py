@@ -5,7 +5,7 @@ from db.models.audit import AuditRecord
 from db.models.catalog import ModelLatencyProfile, ServedModel
 from db.models.fleet import Device, Node
 from db.models.placement import Placement, PlacementPlan
-from db.models.requests import Request, RunInput, UsageEntry
+from db.models.requests import Request, RunInput, RunStep, UsageEntry
 from db.models.tenancy import ApiKey, Cohort, HeadroomReservation, Quota, Tenant
 from db.models.workflow import Workflow
 
@@ -23,6 +23,7 @@ __all__ = [
     "Quota",
     "Request",
     "RunInput",
+    "RunStep",
     "ServedModel",
     "Tenant",
     "Trace",

@@ -88,3 +88,22 @@ class RunInput(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     sampling: Mapped[dict[str, Any]] = mapped_column(JSON)
     recorded_at: Mapped[datetime] = created_at_column()
+
+
+class RunStep(Base):
+    """The output of one completed step of a resumable (async) run, written in the commit of
+    the step's ledger entry and deleted once the request has ended (like ``run_inputs``). A
+    restarted gateway hands these to the resumed run as done: they are neither run nor billed
+    again. ``chunk`` is -1 for a step that is not a map chunk."""
+
+    __tablename__ = "run_steps"
+
+    request_id: Mapped[str] = mapped_column(
+        ForeignKey("requests.id", ondelete="CASCADE"), primary_key=True
+    )
+    node_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    chunk: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    route_label: Mapped[str | None] = mapped_column(String(200))
+    item_count: Mapped[int | None]
+    output: Mapped[dict[str, Any]] = mapped_column(JSON)
+    recorded_at: Mapped[datetime] = created_at_column()

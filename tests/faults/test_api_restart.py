@@ -1,7 +1,8 @@
 """SIGKILL of the real gateway (live runtime, tiny models on one CPU worker) with accepted
 async runs, then a restart on the same database: every run ends succeeded (resumed under its
 own id) or failed with a retryable reason that a retry with the same Idempotency-Key turns
-into a success; no step is billed twice."""
+into a success; no step is billed twice, a step completed before the kill is not run again
+(its output was kept with its bill) and the ledger written before the kill is unchanged."""
 
 from __future__ import annotations
 
@@ -99,6 +100,8 @@ def test_accepted_runs_survive_a_sigkill_of_the_gateway(tmp_path: Path) -> None:
         with sqlite3.connect(db) as conn:
             left_open = conn.execute("SELECT COUNT(*) FROM requests WHERE status IN "
                                      "('queued', 'running')").fetchone()[0]  # fmt: skip
+            ledger_before = set(conn.execute("SELECT * FROM usage_entries").fetchall())
+            kept = {r for (r,) in conn.execute("SELECT request_id FROM run_steps")}
         assert left_open > 0, "every run ended before the kill: nothing was left to resume"
         proc = _start(db, port)
         with httpx.Client(base_url=base, timeout=30) as http:
@@ -110,11 +113,16 @@ def test_accepted_runs_survive_a_sigkill_of_the_gateway(tmp_path: Path) -> None:
                     assert retry.status_code == 202, retry.text
                     run = _settled(http, auth, retry.json()["id"])
                 assert run["status"] == "succeeded", run
+                if run["id"] in kept:  # its one step was done before the kill: not run again
+                    assert run["usage"]["input_tokens"] == 0, run
+                    assert run["outputs"], run
     finally:
         _kill_tree(proc)
     with sqlite3.connect(db) as conn:
         twice = conn.execute("SELECT request_id, node_id, attempt, COUNT(*) FROM usage_entries "
                              "GROUP BY request_id, node_id, attempt HAVING COUNT(*) > 1").fetchall()  # fmt: skip
         billed = conn.execute("SELECT request_id, node_id FROM usage_entries").fetchall()
+        ledger_after = set(conn.execute("SELECT * FROM usage_entries").fetchall())
     assert twice == []
+    assert ledger_before <= ledger_after  # every entry written before the kill, unchanged
     assert len(billed) == len(set(billed)), "a step was billed twice"

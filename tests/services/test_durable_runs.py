@@ -90,6 +90,8 @@ async def test_a_run_failed_by_a_restart_is_rerun_under_its_key(db) -> None:  # 
     _, services, tenant = db
     first = await _service(db, FakeRuntime())
     rid = (await first.submit(call(tenant, "k1"))).request.id
+    first.runtime.step_done(rid, "embed", 7)  # billed before the crash
+    await first.writer.flush()
     _crash(first)
     runtime = FakeRuntime()
     restarted = await _service(db, runtime, resume_max_age_s=0)  # too old to resume
@@ -99,16 +101,15 @@ async def test_a_run_failed_by_a_restart_is_rerun_under_its_key(db) -> None:  # 
     with pytest.raises(IdempotencyConflict):  # another body under the key is still refused
         await restarted.submit(call(tenant, "k1", body="other"))
     retry = await restarted.submit(call(tenant, "k1"))
-    assert not retry.existing and retry.request.id != rid
-    assert retry.request.idempotency_key == "k1~retry1"
-    assert list(runtime.handles) == [retry.request.id]  # it runs again
-    runtime.step_done(retry.request.id, "embed", 3)
-    runtime.handles[retry.request.id].resolve(
-        RunResult(retry.request.id, "succeeded", {"vec": [1.0]}, None, None)
-    )
-    await _until_status(restarted, services, retry.request.id, "succeeded")
+    assert not retry.existing and retry.request.id == rid  # reopened under its own id
+    assert retry.request.status == "queued" and retry.request.idempotency_key == "k1"
+    assert list(runtime.handles) == [rid]  # it runs again
+    runtime.step_done(rid, "embed", 3)  # billed before the restart: dropped by the ledger
+    runtime.handles[rid].resolve(RunResult(rid, "succeeded", {"vec": [1.0]}, None, None))
+    await _until_status(restarted, services, rid, "succeeded")
+    assert [e.input_tokens for e in services.usage.list(request_id=rid)] == [7]  # billed once
     again = await restarted.submit(call(tenant, "k1"))  # the key now answers with the success
-    assert again.existing and again.request.id == retry.request.id
+    assert again.existing and again.request.id == rid
     await restarted.stop()
 
 

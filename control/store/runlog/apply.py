@@ -48,8 +48,13 @@ class Statements(Protocol):
         """Insert ``run_inputs`` rows (every column but ``recorded_at``) of new requests."""
         ...
 
+    def insert_steps(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert ``run_steps`` rows (every column but ``recorded_at``); one already there is
+        left as it is."""
+        ...
+
     def drop_inputs(self, request_ids: Sequence[str]) -> None:
-        """Delete the ``run_inputs`` rows of ended requests (none is fine)."""
+        """Delete the ``run_inputs`` and ``run_steps`` rows of ended requests (none is fine)."""
         ...
 
 
@@ -69,6 +74,9 @@ def apply_ops(sql: Statements, ops: Sequence[Any]) -> list[Any]:
             key = ops[i].key()
             outcomes[i] = key in billed
             billed.discard(key)  # a repeat in this batch: False
+        kept = [{"request_id": ops[i].request_id, **ops[i].kept} for i in bills if ops[i].kept]
+        if kept:  # a resumable run's step outputs share their bills' commit
+            sql.insert_steps(kept)
     rows = [ops[i].row() for i in finishes if i not in folded]
     if rows:
         sql.finish_requests(rows)

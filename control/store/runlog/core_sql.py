@@ -20,6 +20,7 @@ from control.store import lifecycle
 from control.store import records as rec
 
 REQUESTS, USAGE, INPUTS = lifecycle.REQUESTS, lifecycle.USAGE, lifecycle.INPUTS
+STEPS = lifecycle.STEPS
 _RECORD_FIELDS = tuple(rec.RequestRecord.__dataclass_fields__)
 _INSERTS = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}
 
@@ -36,6 +37,7 @@ class _Built:
         key = (USAGE.c.request_id, USAGE.c.node_id, USAGE.c.attempt)
         self.insert_request = insert(REQUESTS).on_conflict_do_nothing().returning(REQUESTS.c.id)
         self.insert_usage = insert(USAGE).on_conflict_do_nothing().returning(*key)
+        self.insert_steps = insert(STEPS).on_conflict_do_nothing()
         # Literal statuses: an expanding IN parameter cannot be used with executemany.
         still_open = REQUESTS.c.status.in_(
             [literal_column(f"'{s}'") for s in lifecycle.OPEN_STATUSES]
@@ -86,5 +88,9 @@ class CoreStatements:
     def insert_inputs(self, rows: Sequence[Mapping[str, Any]]) -> None:
         self.conn.execute(insert(INPUTS), list(rows))
 
+    def insert_steps(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.conn.execute(self.built.insert_steps, list(rows))
+
     def drop_inputs(self, request_ids: Sequence[str]) -> None:
         self.conn.execute(delete(INPUTS).where(INPUTS.c.request_id.in_(list(request_ids))))
+        self.conn.execute(delete(STEPS).where(STEPS.c.request_id.in_(list(request_ids))))

@@ -80,6 +80,8 @@ class BillStep:
     recorded_at: datetime
     model_id: int | None = None
     device_id: int | None = None
+    #: a resumable run's step: its ``run_steps`` row (but ``request_id``), in the same commit
+    kept: Mapping[str, Any] | None = None
 
     def row(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in _BILL_FIELDS}
@@ -107,7 +109,7 @@ class FinishRequest:
         return row
 
 
-_BILL_FIELDS = tuple(f.name for f in fields(BillStep))
+_BILL_FIELDS = tuple(f.name for f in fields(BillStep) if f.name != "kept")
 _FINISH_FIELDS = tuple(f.name for f in fields(FinishRequest))
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from control.store import lifecycle
 from control.store import records as rec
 
-REQUESTS, INPUTS = lifecycle.REQUESTS, lifecycle.INPUTS
+REQUESTS, INPUTS, STEPS = lifecycle.REQUESTS, lifecycle.INPUTS, lifecycle.STEPS
 _RECORD_FIELDS = tuple(rec.RequestRecord.__dataclass_fields__)
 _INPUT_FIELDS = ("tenant_name", "idempotency_key", "session_id", "max_output_tokens",
                  "payload", "sampling", "recorded_at")  # fmt: skip
@@ -31,6 +31,9 @@ class OpenRun:
 
     record: rec.RequestRecord
     inputs: dict[str, Any] | None
+    #: its steps completed before the crash (``run_steps`` rows but ``request_id``), in the
+    #: order they were recorded; empty for a run that kept none (a synchronous one)
+    steps: tuple[dict[str, Any], ...] = ()
 
 
 def open_runs(session: Session, *, received_before: Any) -> list[OpenRun]:
@@ -55,6 +58,19 @@ def open_runs(session: Session, *, received_before: Any) -> list[OpenRun]:
     return found
 
 
+def with_steps(session: Session, runs: list[OpenRun]) -> list[OpenRun]:
+    """``runs`` with the steps each completed before the crash."""
+    if not runs:
+        return runs
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    query = (select(STEPS).where(STEPS.c.request_id.in_([r.record.id for r in runs]))
+             .order_by(STEPS.c.recorded_at, STEPS.c.node_id, STEPS.c.chunk))  # fmt: skip
+    for row in session.execute(query):
+        m = dict(row._mapping)
+        by_run.setdefault(m.pop("request_id"), []).append(m)
+    return [OpenRun(r.record, r.inputs, tuple(by_run.get(r.record.id, ()))) for r in runs]
+
+
 def requeue(session: Session, request_ids: list[str]) -> None:
     """Put open requests back to ``queued`` (their run starts again from the beginning)."""
     if request_ids:
@@ -77,8 +93,31 @@ def fail(session: Session, request_ids: list[str], *, error: str, finished_at: A
 
 
 def purge_ended_inputs(session: Session) -> None:
-    """Delete the inputs of every request that has ended (a crash between a run's end and
+    """Delete the inputs and kept steps of every request that has ended (a crash between a run's end and
     its inputs' delete cannot happen, one transaction holds both; this covers rows of a
     request ended by another path, such as an operator's)."""
     still_open = select(REQUESTS.c.id).where(REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
     session.execute(delete(INPUTS).where(INPUTS.c.request_id.not_in(still_open)))
+    session.execute(delete(STEPS).where(STEPS.c.request_id.not_in(still_open)))
+
+
+def reopen(
+    session: Session, record: rec.RequestRecord, *, error: str, inputs: dict[str, Any]
+) -> bool:
+    """Put a request failed with ``error`` (a restart's) back to ``queued`` with ``inputs``
+    recorded again, so it runs again under its own id (the ledger's ``(request, node,
+    attempt)`` key drops every step billed before); False when it is not (or no longer) so
+    failed: another retry reopened it first."""
+    done = session.execute(
+        update(REQUESTS)
+        .where(REQUESTS.c.id == record.id, REQUESTS.c.status == "failed",
+               REQUESTS.c.error == error)
+        .values(status="queued", error=None, finished_at=None, started_at=None,
+                first_token_at=None, result=None)
+    )  # fmt: skip
+    if done.rowcount != 1:
+        return False
+    session.execute(delete(INPUTS).where(INPUTS.c.request_id == record.id))
+    row = {"request_id": record.id, "tenant_id": record.tenant_id, **inputs}
+    session.execute(insert(INPUTS).values(row))
+    return True

@@ -67,6 +67,7 @@ class SqliteDialectSql:
         self.requests = _Table(lifecycle.REQUESTS, dialect)
         self.usage = _Table(lifecycle.USAGE, dialect)
         self.inputs = _Table(lifecycle.INPUTS, dialect)
+        self.steps = _Table(lifecycle.STEPS, dialect)
         q, fields = self.requests.quote, lifecycle.FINISH_FIELDS
         sets = ", ".join(f"{q(f)} = ?" for f in fields)
         open_ = ", ".join(f"'{s}'" for s in lifecycle.OPEN_STATUSES)
@@ -77,8 +78,8 @@ class SqliteDialectSql:
         self.by_key = (f"SELECT {cols} FROM {q(self.requests.name)} "
                        f"WHERE {q('tenant_id')} = ? AND {q('idempotency_key')} = ?")  # fmt: skip
         self.read = tuple(self.requests.result[f] for f in _RECORD_FIELDS)
-        self.drop = (f"DELETE FROM {q(self.inputs.name)} "
-                     f"WHERE {q('request_id')} = ?")  # fmt: skip
+        self.drops = tuple(f"DELETE FROM {q(t.name)} WHERE {q('request_id')} = ?"
+                           for t in (self.inputs, self.steps))  # fmt: skip
 
 
 class SqliteStatements:
@@ -130,12 +131,18 @@ class SqliteStatements:
         for r in rows:
             self._run(text, _values(pairs, r))
 
+    def insert_steps(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        text, pairs = self.sql.steps.insert(tuple(sorted(rows[0])))
+        for r in rows:
+            self._run(text, _values(pairs, r))
+
     def drop_inputs(self, request_ids: Sequence[str]) -> None:
         params = [(rid,) for rid in request_ids]
-        try:
-            self.cur.executemany(self.sql.drop, params)
-        except sqlite3.Error as err:
-            raise exc.DBAPIError.instance(self.sql.drop, params, err, sqlite3.Error) from err
+        for drop in self.sql.drops:
+            try:
+                self.cur.executemany(drop, params)
+            except sqlite3.Error as err:
+                raise exc.DBAPIError.instance(drop, params, err, sqlite3.Error) from err
 
     def close(self) -> None:
         self.cur.close()
