@@ -178,6 +178,7 @@ class Flow:
             sent, sizes = fut.result()
         except RayActorError as err:
             if err.actor_id == slot.actor_hex:
+                slot.running[batch.batch_id] = batch  # reported with the others it held
                 return self.lost(slot, f"actor died: {type(err).__name__}")
             why = f"an input was lost with the actor holding it ({type(err).__name__})"
             lost = tuple(sorted({i.node_id for it in batch.items for i in it.inputs.values()
