@@ -11,7 +11,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -56,6 +56,17 @@ class Settings(BaseSettings):
         None,
         ge=1,
         description="CPU worker processes on a machine without CUDA. Default: one per core.",
+    )
+
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        description="Executor backend: local (one worker process per device of this machine) "
+        "or ray (one Ray actor per device of a Ray cluster).",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Address of the Ray cluster for executor=ray (host:port of `ray start "
+        "--head`). Default: start a local Ray head.",
     )
 
     model_source_roots: Annotated[list[Path], NoDecode] = Field(

@@ -25,7 +25,7 @@ from control.services import Services
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
 from control.store.records import RequestRecord
-from control.wiring.executor import local_executor
+from control.wiring.executor import build_executor
 from control.wiring.live import LiveOptions, LiveParts, OnSettled, build_live
 from control.wiring.services import checked_services, session_factory
 
@@ -101,7 +101,7 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     url = settings.resolved_database_url()
     factory = session_factory(url)
     services, validator = checked_services(factory, gateway.key_pepper.get_secret_value().encode())
-    executor = local_executor(settings) if with_runtime else None
+    executor = build_executor(settings) if with_runtime else None
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url)}

@@ -67,6 +67,11 @@ class DeviceInfo:
     index: int
     memory_budget_mib: int  # what replicas on it may use together
     cpu_core: int | None = None  # the core a CPU slot is pinned to
+    #: the cluster node holding it (a topology domain), for a multi-node backend; None: the
+    #: executor's own machine
+    node: str | None = None
+    #: what the backend knows of it besides (``address``, ``gpu_type``): (name, value) pairs
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @value  # built per item by the twin (sim.executor) as well

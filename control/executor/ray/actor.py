@@ -1,0 +1,144 @@
+"""The device actor: one Ray actor per device, holding its replicas and running their batches.
+
+The process around the model differs from a local worker's (a Ray actor instead of a spawned
+process and a pipe); the model code does not: the actor builds the same adapters
+(:func:`~control.executor.adapters.build_adapter`) and runs batches through the same
+:class:`~control.executor.worker.batches.BatchRunner` and
+:class:`~control.executor.worker.payloads.HeldOutputs` as a local worker.
+
+Methods and their concurrency groups (Ray runs the methods of one group in call order):
+
+* default group (one at a time, in order): ``run``, ``export``, ``fetch``, ``release``,
+  ``unload``; like a local worker's main thread, so an export or fetch sees every output of the
+  batches called before it;
+* ``load`` (one at a time): loading runs beside the hot replicas, as a local worker's loader
+  thread does; the replica is installed when the load returns;
+* ``ctl``: ``status`` answers while a batch runs (the executor's heartbeat).
+
+Inputs held by another actor arrive as top-level arguments of ``run`` (Ray resolves each from
+its object reference before the call: the data moves producer -> object store -> consumer,
+never through the driver); ``run`` reports how many bytes arrived that way. Tensors stay
+tensors on the way (Ray serialises them itself).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+from control.clock import SYSTEM_CLOCK
+from control.executor.protocol import Batch, DeviceInfo, ModelRef, wire
+
+#: Concurrency groups of the actor class (see the module docstring).
+CONCURRENCY_GROUPS = {"load": 1, "ctl": 1}
+
+
+class Missing:
+    """What ``export`` gives for an output this actor does not hold (the consumer's item then
+    fails ``unavailable`` naming the lost node, as on a local worker)."""
+
+    def __reduce__(self):  # noqa: ANN204
+        return (Missing, ())
+
+
+class DeviceActor:
+    """The body of one device's actor (the Ray class is built in :mod:`.cluster`)."""
+
+    def __init__(self, device: DeviceInfo, cache_dir: str, torch_threads: int, max_held: int):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+
+        torch.set_num_threads(torch_threads)
+        import control.executor.adapters  # noqa: F401  (imported now, not by the first load)
+        from control.executor.worker import payloads
+        from control.executor.worker.batches import BatchRunner
+
+        self.device = device
+        # Ray gives a GPU actor its device as the only visible one: cuda:0 inside the actor.
+        self.torch_device = torch.device("cuda:0" if device.kind == "cuda" else "cpu")
+        self.cache_dir = Path(cache_dir)
+        self.adapters: dict[str, Any] = {}
+        self.outputs = payloads.HeldOutputs(max_held)
+        self._sent: list[tuple] = []
+        self._busy = threading.Event()
+        self.batches = BatchRunner(device, self.torch_device, self.adapters, self.outputs,
+                                   self._sent.append, _nothing_joins, SYSTEM_CLOCK)  # fmt: skip
+
+    # ---- ctl group
+
+    def status(self) -> tuple[int, bool, tuple[str, ...], int]:
+        """(pid, busy, replica ids, used MiB): the heartbeat of a local worker."""
+        adapters = list(self.adapters.items())
+        used = sum(a.memory_mib() for _, a in adapters)
+        return os.getpid(), self._busy.is_set(), tuple(sorted(r for r, _ in adapters)), used
+
+    # ---- load group
+
+    def load(self, replica_id: str, ref: ModelRef) -> tuple[float, int]:
+        """Build the replica's adapter; (load ms, MiB). Raises what the load raised."""
+        from control.executor.adapters import build_adapter
+
+        started = SYSTEM_CLOCK.perf_counter()
+        adapter = build_adapter(ref, self.torch_device, self.cache_dir)
+        self.adapters[replica_id] = adapter
+        return (SYSTEM_CLOCK.perf_counter() - started) * 1000.0, adapter.memory_mib()
+
+    # ---- default group
+
+    def unload(self, replica_id: str) -> int:
+        adapter = self.adapters.pop(replica_id, None)
+        freed = adapter.memory_mib() if adapter is not None else 0
+        del adapter
+        if self.torch_device.type == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+        return freed
+
+    def run(self, batch: Batch, keys: tuple, *values: Any) -> tuple[list[tuple], dict]:
+        """Run ``batch``; ``values[i]`` is the input ``keys[i]`` (run, node, field) moved here
+        from another actor. Returns the messages a local worker would send for it (results,
+        streamed text) and the bytes of each moved input."""
+        moved = {k: v for k, v in zip(keys, values, strict=True) if not isinstance(v, Missing)}
+        self._sent.clear()
+        self._busy.set()
+        try:
+            self.batches.run(batch, moved, announce=False)
+        finally:
+            self._busy.clear()
+        sent = [m for m in self._sent if m[0] in (wire.RESULTS, wire.DELTA)]
+        self._sent.clear()
+        return sent, {k: nbytes(v) for k, v in moved.items()}
+
+    def export(self, run_id: str, node_id: str, field: str) -> Any:
+        """One field of a held output, as it is (a tensor stays a tensor), or :class:`Missing`."""
+        held = self.outputs.get(run_id, node_id)
+        if held is None or field not in held:
+            return Missing()
+        return held[field]
+
+    def fetch(self, run_id: str, node_id: str) -> dict | None:
+        """A plain copy of a held output (tensors as lists), or None when not held."""
+        from control.executor.worker import payloads
+
+        held = self.outputs.get(run_id, node_id)
+        return None if held is None else payloads.to_plain(held)
+
+    def release(self, *run_ids: str) -> None:
+        self.outputs.release(set(run_ids))
+
+
+def _nothing_joins(replica_id: str) -> list[tuple]:
+    """Batches that may join a running decode loop: none here (each ``run`` is one call)."""
+    return []
+
+
+def nbytes(value: Any) -> int:
+    """The size of a moved value: a tensor's or array's data, else its pickle."""
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        return size
+    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))

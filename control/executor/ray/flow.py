@@ -1,0 +1,226 @@
+"""Batches on the Ray executor, from ``submit`` to their completion, and lost actors.
+
+The exactly-once rules are the local executor's (see
+:mod:`control.executor.host.dispatch`): a completed key is answered from the idempotency store
+(``replayed=True``), a key in flight is not run twice, retriable failures and cancels are not
+stored. A batch waits in its slot's queue until fewer than ``DEPTH`` batches run on the actor;
+it is then called with every input held by ANOTHER actor as an object reference of that
+actor's ``export`` (Ray resolves it on the consumer's node; the driver never sees the data).
+
+An actor that dies (the reference of a running batch or of a status call fails with Ray's
+``RayActorError`` for that actor): every batch sent to it or queued for it completes failed
+retriable (``worker_down``), once; its replicas and held outputs are forgotten; ``WorkerDown``
+is emitted; a fresh actor is started on the same node (unless the node left), and ``WorkerUp``
+is emitted when it answers: the runtime then reloads its replicas, as for a local worker.
+Not thread-safe: called under the executor's lock (from the pump thread or a public method).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from ray.exceptions import RayActorError
+
+from control.executor.host.dispatch import failures
+from control.executor.host.idempotency import IdempotencyStore
+from control.executor.host.outputs import OutputDirectory
+from control.executor.protocol import (
+    Batch,
+    InputRef,
+    ItemCompleted,
+    ItemResult,
+    TokenDelta,
+    WorkerDown,
+    WorkerUp,
+    wire,
+)
+from control.executor.ray import cluster
+from control.executor.ray.moves import MoveLog
+from control.executor.ray.pump import Pump
+from control.executor.ray.slots import DEPTH, Slot
+
+log = logging.getLogger(__name__)
+
+
+class Flow:
+    def __init__(self, pump: Pump, options: dict, now: Callable[[], float], capacity: int):
+        self.pump, self.options, self.now = pump, options, now
+        self.slots: dict[str, Slot] = {}
+        self.store = IdempotencyStore(capacity)
+        self.outputs = OutputDirectory(capacity)
+        self.moves = MoveLog(capacity)
+        self.inflight: set[str] = set()
+        self.replica_dev: dict[str, str] = {}  # replica id -> device id
+        self.stopping = False
+        #: called with a slot whose actor died, before it is restarted (pending loads fail)
+        self.on_lost: Callable[[Slot], None] = lambda slot: None
+
+    # ---- actors
+
+    def start_actor(self, slot: Slot) -> None:
+        slot.generation += 1
+        slot.up, slot.status_pending = False, True
+        slot.actor = cluster.start_actor(slot.device, slot.place, self.options)
+        slot.actor_hex = cluster.actor_id(slot.actor)
+        gen = slot.generation
+        ref = slot.actor.status.options(concurrency_group="ctl").remote()
+        self.pump.watch(ref, lambda fut: self._on_status(slot, gen, fut))
+
+    def ping(self, slot: Slot) -> None:
+        if slot.up and not slot.status_pending:
+            slot.status_pending = True
+            gen = slot.generation
+            ref = slot.actor.status.options(concurrency_group="ctl").remote()
+            self.pump.watch(ref, lambda fut: self._on_status(slot, gen, fut))
+
+    def _on_status(self, slot: Slot, gen: int, fut: Any) -> None:
+        if gen != slot.generation:
+            return
+        slot.status_pending = False
+        try:
+            pid, slot.busy, _, slot.used_mib = fut.result()
+        except RayActorError as err:
+            return self.lost(slot, f"actor died: {type(err).__name__}")
+        except Exception as err:  # noqa: BLE001 (its constructor raised: the actor is dead)
+            return self.lost(slot, f"actor failed: {type(err).__name__}: {err}")
+        slot.last_seen = self.now()
+        if not slot.up:
+            slot.up, slot.pid = True, pid
+            self.pump.emit(WorkerUp(slot.device_id, pid, slot.restarts))
+            self.send(slot)
+
+    def lost(self, slot: Slot, reason: str) -> None:
+        """The slot's actor died: report what it held lost, then restart it (module doc)."""
+        if self.stopping or not slot.actor_hex:
+            return
+        log.warning("actor of %s down: %s", slot.device_id, reason)
+        slot.generation += 1  # replies of the dead actor are ignored from now on
+        slot.up, slot.actor_hex, slot.status_pending = False, "", False
+        why = f"worker {slot.device_id} down: {reason}"
+        failed: list[str] = []
+        for batch in [*slot.running.values(), *slot.queue]:
+            results = failures(batch, slot.device_id, why, "worker_down")
+            failed.extend(r.idempotency_key for r in results if r.idempotency_key in self.inflight)
+            self.finish(results)
+        slot.running.clear()
+        slot.queue.clear()
+        lost = tuple(sorted(slot.replicas))
+        for replica_id in lost:
+            self.replica_dev.pop(replica_id, None)
+        slot.replicas.clear()
+        self.outputs.forget_device(slot.device_id)
+        self.on_lost(slot)
+        self.pump.emit(WorkerDown(slot.device_id, reason, lost, tuple(failed)))
+        if cluster.node_alive(slot.place.node_id):
+            slot.restarts += 1
+            self.start_actor(slot)
+        else:
+            slot.gone = True
+
+    # ---- batches
+
+    def submit(self, batch: Batch) -> None:
+        fresh = []
+        for item in batch.items:
+            replayed = self.store.replay(item.idempotency_key)
+            if replayed is not None:
+                self.pump.emit(ItemCompleted(replayed))
+            elif item.idempotency_key not in self.inflight and item not in fresh:
+                fresh.append(item)
+        if not fresh:
+            return
+        batch = batch if len(fresh) == len(batch.items) else replace(batch, items=tuple(fresh))
+        device_id = self.replica_dev.get(batch.replica_id)
+        slot = self.slots.get(device_id or "")
+        if slot is None or not slot.up:
+            why = f"replica {batch.replica_id} is not loaded"
+            for result in failures(batch, device_id or "?", why, "unavailable"):
+                self.pump.emit(ItemCompleted(result))
+            return
+        self.inflight.update(i.idempotency_key for i in batch.items)
+        slot.queue.append(batch)
+        self.send(slot)
+
+    def send(self, slot: Slot) -> None:
+        """Call the actor with queued batches while fewer than DEPTH run there."""
+        while slot.up and slot.queue and len(slot.running) < DEPTH:
+            batch = slot.queue.popleft()
+            keys, refs = self._moved_inputs(batch, slot.device_id)
+            slot.running[batch.batch_id] = batch
+            gen = slot.generation
+            ref = slot.actor.run.remote(batch, keys, *refs)
+            self.pump.watch(ref, lambda fut, b=batch, g=gen: self._on_run(slot, g, b, fut))
+
+    def _moved_inputs(self, batch: Batch, here: str) -> tuple[tuple, list]:
+        """The inputs of ``batch`` held by other actors: their keys, and references to them."""
+        keys: list[tuple[str, str, str]] = []
+        refs = []
+        for item in batch.items:
+            for value in item.inputs.values():
+                if not isinstance(value, InputRef):
+                    continue
+                key = (value.run_id, value.node_id, value.field)
+                holder = self.outputs.holder(value.run_id, value.node_id)
+                if holder is None or holder == here or key in keys:
+                    continue  # held here, or lost: the actor reports a lost input itself
+                keys.append(key)
+                refs.append(self.slots[holder].actor.export.remote(*key))
+        return tuple(keys), refs
+
+    def _on_run(self, slot: Slot, gen: int, batch: Batch, fut: Any) -> None:
+        if gen != slot.generation:
+            return  # its actor died: the batch was reported with it
+        slot.running.pop(batch.batch_id, None)
+        try:
+            sent, sizes = fut.result()
+        except RayActorError as err:
+            if err.actor_id == slot.actor_hex:
+                slot.running[batch.batch_id] = batch  # reported with the others it held
+                return self.lost(slot, f"actor died: {type(err).__name__}")
+            why = f"an input was lost with the actor holding it ({type(err).__name__})"
+            lost = tuple(sorted({i.node_id for it in batch.items for i in it.inputs.values()
+                                 if isinstance(i, InputRef)}))  # fmt: skip
+            self.finish([replace(r, lost=lost or None)
+                         for r in failures(batch, slot.device_id, why, "unavailable")])  # fmt: skip
+        except Exception as err:  # noqa: BLE001 (the call itself failed, e.g. unpickling)
+            self.finish(failures(batch, slot.device_id, f"{type(err).__name__}: {err}",
+                                 "model_error"))  # fmt: skip
+        else:
+            self.moves.record(batch, sizes)
+            for msg in sent:
+                if msg[0] == wire.DELTA:
+                    self.pump.emit(TokenDelta(*msg[1:]))
+                else:
+                    self.finish(msg[2])
+        self.send(slot)
+
+    def finish(self, results: Iterable[ItemResult]) -> None:
+        """Report each result of a key still in flight, once."""
+        for result in results:
+            if result.idempotency_key not in self.inflight:
+                continue
+            self.inflight.discard(result.idempotency_key)
+            self.store.keep(result)
+            if result.ok:
+                self.outputs.record(result)
+            self.pump.emit(ItemCompleted(result))
+
+    def cancel(self, keys: Iterable[str]) -> None:
+        wanted = set(keys) & self.inflight
+        if not wanted:
+            return
+        for slot in self.slots.values():
+            kept = []
+            for batch in slot.queue:
+                gone = tuple(i for i in batch.items if i.idempotency_key in wanted)
+                stay = tuple(i for i in batch.items if i.idempotency_key not in wanted)
+                if gone:
+                    self.finish(failures(replace(batch, items=gone), slot.device_id,
+                                         "cancelled before it started", "cancelled"))  # fmt: skip
+                if stay:
+                    kept.append(replace(batch, items=stay) if gone else batch)
+            slot.queue.clear()
+            slot.queue.extend(kept)
