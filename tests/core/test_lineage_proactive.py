@@ -122,3 +122,36 @@ def test_engine_recomputes_on_device_down_before_any_fetch_fails() -> None:
     assert any(k.endswith("/gen~r1") for k in keys), keys
     (fin,) = [a for _, a in log if isinstance(a, RunFinished)]
     assert fin.status == "succeeded"
+
+
+def test_an_index_tool_output_is_held_where_it_ran_and_recovered_on_down() -> None:
+    """The RAG case of the issue (``input lost: '<run>/search.documents'``): ``search`` runs on
+    an index replica the runtime picks (the core's dispatch has no replica), and its result says
+    where (``held_on``); when that device goes down, ``search`` (and ``embed``, which its
+    recomputation reads there) is recomputed at once."""
+    from control.core.actions import StepRetried
+    from control.core.types import BatchResult, StepResult
+    from tests.support.builders import RERANK
+
+    core = make_core(FcfsTenancy(), devs=devices(2), workflows=[RAG],
+                     replicas=[(EMBED.key, "d000"), (RERANK.key, "d001"), (LLM.key, "d001")])  # fmt: skip
+    core.submit(Request("q1", "t1", "rag", prompt_tokens=8), 0.0)
+    now, seen, down = 0.0, [], False
+    for _ in range(400):
+        now += 0.005
+        plan = core.step(now)
+        seen.extend(plan.of_type(StepRetried))
+        for d in plan.of_type(Dispatch):
+            node = d.items[0].node_id
+            if node == "rerank" and not down:  # search done; rerank's fetch not yet made
+                down = True
+                core.ingest(DeviceDown("d000", "worker killed"), now)
+                continue
+            held = ("d000", "idx-rep") if d.replica_id is None else None
+            done = tuple(StepResult(i.key, held_on=held) for i in d.items)
+            core.complete(BatchResult(d.batch_id, 10, done), now + 0.001)
+        if down and len(seen) >= 2:
+            break
+    assert down
+    keys = {s.idempotency_key.rsplit("/", 1)[1] for s in seen}
+    assert {"search~r1", "embed~r1"} <= keys, keys
