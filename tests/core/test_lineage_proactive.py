@@ -42,9 +42,7 @@ def test_down_device_recomputes_only_what_a_pending_consumer_reads() -> None:
     assert run.on_step_done(re.key, "d2", "d2-rep")
     (again,) = run.take_ready()
     assert again.node_id == "rerank" and again.spared == 1
-    assert again.inputs[0].refs[0].device_id == "d2" or any(
-        r.device_id == "d2" for b in again.inputs for r in b.refs
-    )
+    assert {r.device_id for b in again.inputs for r in b.refs if r.node_id == "search"} == {"d2"}
     (llm,) = _done(run, [again], "d2")
     assert _done(run, [llm], "d2") == [] and run.status == "succeeded"
     assert run.lineage.recomputes == 1
@@ -155,3 +153,17 @@ def test_an_index_tool_output_is_held_where_it_ran_and_recovered_on_down() -> No
     assert down
     keys = {s.idempotency_key.rsplit("/", 1)[1] for s in seen}
     assert {"search~r1", "embed~r1"} <= keys, keys
+
+
+def test_a_consumer_bound_before_the_recompute_ended_is_retried_not_recomputed_again() -> None:
+    run = _run()
+    (embed,) = run.take_ready()
+    (search,) = _done(run, [embed], "d0")
+    (rerank,) = _done(run, [search], "d1")  # bound to search on d1
+    (re,) = lineage.on_device_down(run, "d1", 8)
+    assert run.on_step_done(re.key, "d2", "d2-rep")  # search lives on d2 now
+    # the attempt bound to d1 fails on fetch after that: retried at once, nothing recomputed
+    (again,) = lineage.on_input_lost(run, rerank.key, "input lost", 8, (("search", None),))
+    assert again.node_id == "rerank" and again.spared == 1 and again.recompute == 0
+    assert {r.device_id for b in again.inputs for r in b.refs if r.node_id == "search"} == {"d2"}
+    assert run.lineage.recomputes == 1

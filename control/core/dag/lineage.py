@@ -109,6 +109,20 @@ def lost_outputs(run: DagRun, step: StepRef, lost: tuple[Output, ...] | None) ->
     return found
 
 
+def _moved(run: DagRun, step: StepRef) -> set[Output]:
+    """The outputs ``step`` reads that now live elsewhere than its bindings say (recomputed
+    since it was bound)."""
+    moved: set[Output] = set()
+    for b in step.inputs:
+        for r in b.refs:
+            locs = run._locs.get(r.node_id)
+            if r.node_id == INPUT_NODE or not locs:
+                continue
+            if locs[(r.chunk or 0) if len(locs) > 1 else 0] != (r.device_id, r.replica_id):
+                moved.add((r.node_id, r.chunk if len(locs) > 1 else None))
+    return moved
+
+
 def on_input_lost(
     run: DagRun, key: str, error: str, max_recomputes: int, lost: tuple[Output, ...] | None = None
 ) -> list[StepRef]:
@@ -116,7 +130,8 @@ def on_input_lost(
     recomputations to run (fresh keys; none for an output already being recomputed). With no
     recomputable input (a request input lost) it is an ordinary failed attempt. Past
     ``max_recomputes`` recomputations in the run, fails the run naming the node. Returns [] and
-    changes nothing for a key that is not live."""
+    changes nothing for a key that is not live. An input recomputed since the step was bound
+    is not recomputed again: with nothing left to wait for, the spared retry is returned."""
     if max_recomputes < 0:
         raise ValueError(f"max_recomputes must be >= 0, got {max_recomputes!r}")
     step = run.live.get(key)
@@ -128,13 +143,19 @@ def on_input_lost(
         return [retry] if retry is not None else []
     del run.live[key]
     lin = run.lineage
-    fresh = [s for s in sources if s not in lin._running]
+    # an output recomputed since this attempt was bound (e.g. on a DeviceDown) is there again
+    waiting = [s for s in sources if s in lin._running or s not in _moved(run, step)]
+    fresh = [s for s in waiting if s not in lin._running]
     if lin.recomputes + len(fresh) > max_recomputes:
         run._fail(step, f"lost its input {sources[0][0]!r} and the run reached its recompute "
                         f"limit ({max_recomputes}): {error}")  # fmt: skip
         return []
+    if not waiting:  # nothing to wait for: the spared retry, bound to where they live now
+        node = run.dag.nodes[step.node_id]
+        return [run._new_step(node, step.chunk, step.attempt + 1, step.losses, step.recompute,
+                              step.spared + 1)]  # fmt: skip
     lin._parked.append(_Parked(step.node_id, step.chunk, step.attempt + 1, step.losses,
-                               step.recompute, step.spared + 1, set(sources)))  # fmt: skip
+                               step.recompute, step.spared + 1, set(waiting)))  # fmt: skip
     return [_recompute(run, out) for out in fresh]
 
 
