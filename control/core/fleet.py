@@ -12,6 +12,7 @@ from control.core.errors import UnknownDeviceError, UnknownModelError, UnknownRe
 from control.core.events import ReplicaLoaded
 from control.core.parts import ActionLog, Catalog, Queues, Runs
 from control.core.queueing import dequeue
+from control.core.recovery import recompute_lost
 from control.core.runs import fail_step
 from control.core.state import DeviceRecord, ReplicaRecord
 from control.core.types import DeviceSpec, ReplicaState
@@ -99,3 +100,5 @@ def device_down(
         fail_replica(
             pol, runs, cluster, queues, log, rid, f"device {device_id} down: {reason}", now
         )
+    # outputs only this device held: recomputed now, not when a consumer fails on fetch
+    recompute_lost(pol, runs, cluster, queues, log, device_id, reason, now)

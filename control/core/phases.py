@@ -125,7 +125,8 @@ def batch_done(
         if not runs.is_live(step):
             continue  # stale attempt (timed out, run ended)
         res = reported.get(step.key)
-        on_item_done(pol, runs, cluster, queues, log, step, res, dev, batch.replica_id, now)
+        at = (dev, batch.replica_id) if rec or res is None or not res.held_on else res.held_on
+        on_item_done(pol, runs, cluster, queues, log, step, res, at[0], at[1], now)
 
 
 def fire_timers(

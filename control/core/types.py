@@ -205,6 +205,9 @@ class StepResult:
     field: str | None = None  # bad_input: the node input to blame (``text``, ``documents[3]``)
     #: an input was lost: the outputs gone, as (node id, chunk); None: not said (all inputs)
     lost: tuple[tuple[str, int | None], ...] | None = None
+    #: where the output is held when the batch had no replica of the core's (an index tool
+    #: step: the runtime picks the index replica), so a loss of that device is recovered
+    held_on: tuple[str, str] | None = None
 
 
 @value

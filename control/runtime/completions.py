@@ -239,4 +239,5 @@ def _step_result(key: str, r: ItemResult) -> StepResult:
         fault=r.cause,
         field=r.field,
         lost=mapping.lost_outputs(r.lost),
+        held_on=(r.device_id, r.replica_id) if r.ok and r.replica_id else None,
     )

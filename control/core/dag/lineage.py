@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from control.core.dag.spec import INPUT_NODE
-from control.core.dag.step import StepRef
+from control.core.dag.step import TERMINAL, NodeState, StepRef
 
 if TYPE_CHECKING:
     from control.core.dag.run import DagRun
@@ -109,6 +109,20 @@ def lost_outputs(run: DagRun, step: StepRef, lost: tuple[Output, ...] | None) ->
     return found
 
 
+def _moved(run: DagRun, step: StepRef) -> set[Output]:
+    """The outputs ``step`` reads that now live elsewhere than its bindings say (recomputed
+    since it was bound)."""
+    moved: set[Output] = set()
+    for b in step.inputs:
+        for r in b.refs:
+            locs = run._locs.get(r.node_id)
+            if r.node_id == INPUT_NODE or not locs:
+                continue
+            if locs[(r.chunk or 0) if len(locs) > 1 else 0] != (r.device_id, r.replica_id):
+                moved.add((r.node_id, r.chunk if len(locs) > 1 else None))
+    return moved
+
+
 def on_input_lost(
     run: DagRun, key: str, error: str, max_recomputes: int, lost: tuple[Output, ...] | None = None
 ) -> list[StepRef]:
@@ -116,7 +130,8 @@ def on_input_lost(
     recomputations to run (fresh keys; none for an output already being recomputed). With no
     recomputable input (a request input lost) it is an ordinary failed attempt. Past
     ``max_recomputes`` recomputations in the run, fails the run naming the node. Returns [] and
-    changes nothing for a key that is not live."""
+    changes nothing for a key that is not live. An input recomputed since the step was bound
+    is not recomputed again: with nothing left to wait for, the spared retry is returned."""
     if max_recomputes < 0:
         raise ValueError(f"max_recomputes must be >= 0, got {max_recomputes!r}")
     step = run.live.get(key)
@@ -128,18 +143,69 @@ def on_input_lost(
         return [retry] if retry is not None else []
     del run.live[key]
     lin = run.lineage
-    fresh = [s for s in sources if s not in lin._running]
+    # an output recomputed since this attempt was bound (e.g. on a DeviceDown) is there again
+    waiting = [s for s in sources if s in lin._running or s not in _moved(run, step)]
+    fresh = [s for s in waiting if s not in lin._running]
     if lin.recomputes + len(fresh) > max_recomputes:
         run._fail(step, f"lost its input {sources[0][0]!r} and the run reached its recompute "
                         f"limit ({max_recomputes}): {error}")  # fmt: skip
         return []
+    if not waiting:  # nothing to wait for: the spared retry, bound to where they live now
+        node = run.dag.nodes[step.node_id]
+        return [run._new_step(node, step.chunk, step.attempt + 1, step.losses, step.recompute,
+                              step.spared + 1)]  # fmt: skip
     lin._parked.append(_Parked(step.node_id, step.chunk, step.attempt + 1, step.losses,
-                               step.recompute, step.spared + 1, set(sources)))  # fmt: skip
-    made = []
-    for out in fresh:
-        lin.recomputes += 1
-        lin._gen[out] = gen = lin._gen.get(out, 0) + 1
-        lin._running.add(out)
-        base = RECOMPUTE_ATTEMPTS * gen
-        made.append(run._new_step(run.dag.nodes[out[0]], out[1], base + 1, 0, gen, base))
+                               step.recompute, step.spared + 1, set(waiting)))  # fmt: skip
+    return [_recompute(run, out) for out in fresh]
+
+
+def _needed(run: DagRun, node_id: str) -> bool:
+    """Whether a consumer of ``node_id``'s output may still read it: an out-edge taken (or
+    not yet decided) into a node that has not ended, or into one being recomputed."""
+    labels, lin = run._labels, run.lineage
+    for e in run.dag.out_edges[node_id]:
+        if e.when is not None and node_id in labels and labels[node_id] != e.when:
+            continue
+        if run.state.get(e.target) not in TERMINAL:
+            return True
+        if any(out[0] == e.target for out in lin._running):
+            return True
+    return False
+
+
+def on_device_down(run: DagRun, device_id: str, max_recomputes: int) -> list[StepRef]:
+    """``device_id`` is down (its worker, and every output it held, gone): recompute now, under
+    fresh keys, each output only it held that a consumer of the run may still read, instead of
+    waiting for the consumer to fail on fetch. Producers in reverse order, so a producer whose
+    only reader is itself being recomputed is recomputed too (transitively). Outputs already
+    being recomputed are left alone; past ``max_recomputes`` nothing more is started (the
+    consumer's failure then fails the run with the reason, see ``on_input_lost``)."""
+    if max_recomputes < 0:
+        raise ValueError(f"max_recomputes must be >= 0, got {max_recomputes!r}")
+    if run.ended:
+        return []
+    lin, made = run.lineage, []
+    for node_id in reversed(run.dag.order):
+        if node_id == INPUT_NODE or run.state.get(node_id) != NodeState.DONE:
+            continue
+        locs = run._locs.get(node_id, [])
+        if not any(dev == device_id for dev, _ in locs) or not _needed(run, node_id):
+            continue
+        for i, (dev, _) in enumerate(locs):
+            out = (node_id, i if len(locs) > 1 else None)
+            if dev != device_id or out in lin._running:
+                continue
+            if lin.recomputes >= max_recomputes:
+                return made
+            made.append(_recompute(run, out))
     return made
+
+
+def _recompute(run: DagRun, out: Output) -> StepRef:
+    """The first attempt of the next recomputation generation of ``out``."""
+    lin = run.lineage
+    lin.recomputes += 1
+    lin._gen[out] = gen = lin._gen.get(out, 0) + 1
+    lin._running.add(out)
+    base = RECOMPUTE_ATTEMPTS * gen
+    return run._new_step(run.dag.nodes[out[0]], out[1], base + 1, 0, gen, base)
