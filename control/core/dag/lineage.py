@@ -184,7 +184,8 @@ def on_device_down(run: DagRun, device_id: str, max_recomputes: int) -> list[Ste
         raise ValueError(f"max_recomputes must be >= 0, got {max_recomputes!r}")
     if run.ended:
         return []
-    lin, made = run.lineage, []
+    lin = run.lineage
+    made: list[StepRef] = []
     for node_id in reversed(run.dag.order):
         if node_id == INPUT_NODE or run.state.get(node_id) != NodeState.DONE:
             continue
