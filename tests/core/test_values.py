@@ -325,11 +325,24 @@ def _hints(cls: type, namespace: dict[str, object]) -> list[str]:
 def _value(annotation: str, n: int, namespace: dict[str, object]) -> object:
     """A picklable value of the type ``annotation`` names (the native build checks types)."""
     kind = annotation.split(" | ")[0]
+    if annotation.startswith("tuple["):  # its element types may hold " | " themselves
+        depth = 0
+        for end, char in enumerate(annotation):
+            depth += {"[": 1, "]": -1}.get(char, 0)
+            if char == "]" and depth == 0:
+                kind = annotation[: end + 1]
+                break
     if kind in _SCALARS:
         scalar = _SCALARS[kind]
         return f"{scalar}{n}" if isinstance(scalar, str) else scalar
     if kind == "type" or kind.startswith("Callable"):
         return int  # a class: picklable by reference, and callable
+    if kind.startswith("tuple["):
+        inner = kind[len("tuple[") : -1]
+        if "..." in inner or "[" in inner:  # variable length (or nested): empty is of the type
+            return ()
+        # fixed length: the native build checks the arity, so one value per element
+        return tuple(_value(part, n, namespace) for part in inner.split(", "))
     if kind.startswith("tuple"):
         return ()
     if kind.startswith(("Mapping", "dict")):
