@@ -51,6 +51,17 @@ class GatewaySettings(BaseSettings):
         description="How long a verified API key is trusted without asking the database again "
         "(revocations through this API take effect at once; from elsewhere after this TTL).",
     )
+    capacity_admission: bool = Field(
+        True,
+        description="Admission by capacity: refuse (429, Retry-After the predicted drain) a "
+        "run predicted to wait past its deadline (on|off).",
+    )
+    capacity_margin: float = Field(
+        1.0,
+        gt=0,
+        description="Factor on the predicted delay before it is compared with the "
+        "time left to the deadline (above 1: refuse earlier).",
+    )
     hot_routes: bool = Field(
         True,
         description="Serve the run-starting routes without FastAPI's per-call machinery "
