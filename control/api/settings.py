@@ -82,6 +82,9 @@ class GatewayConfig:
     #: Serve the inference routes through :mod:`control.api.hot_routes` (same answers, a
     #: fraction of FastAPI's CPU per call); off: FastAPI serves them like every other route.
     hot_routes: bool = True
+    #: Admission by capacity (core and the gateway's door): on, and the factor on the delay.
+    capacity_admission: bool = True
+    capacity_margin: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
@@ -105,4 +108,6 @@ def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfi
         max_wait_s=gateway.max_wait_s,
         key_cache_ttl_s=gateway.key_cache_ttl_s,
         hot_routes=gateway.hot_routes,
+        capacity_admission=gateway.capacity_admission,
+        capacity_margin=gateway.capacity_margin,
     )
