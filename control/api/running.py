@@ -103,7 +103,9 @@ def door_of(gw: Gateway) -> Door:
     door = gw.extras.get("door")
     if door is None:
         config = CapacityAdmissionConfig(
-            enabled=gw.config.capacity_admission, margin=gw.config.capacity_margin
+            enabled=gw.config.capacity_admission,
+            margin=gw.config.capacity_margin,
+            lower_class_path_s=gw.config.capacity_lower_class_path_s,
         )
         door = gw.extras["door"] = Door(config)
     return door

@@ -62,6 +62,13 @@ class GatewaySettings(BaseSettings):
         description="Factor on the predicted delay before it is compared with the "
         "time left to the deadline (above 1: refuse earlier).",
     )
+    capacity_lower_class_path_s: float | None = Field(
+        None,
+        ge=0,
+        description="Headroom for the most urgent class on the gateway's own path: lower "
+        "classes are refused (429) while its predicted delay exceeds this many seconds "
+        "(unset: off).",
+    )
     hot_routes: bool = Field(
         True,
         description="Serve the run-starting routes without FastAPI's per-call machinery "
@@ -85,6 +92,8 @@ class GatewayConfig:
     #: Admission by capacity (core and the gateway's door): on, and the factor on the delay.
     capacity_admission: bool = True
     capacity_margin: float = 1.0
+    #: The door's headroom for the most urgent class (s of path delay; None: off).
+    capacity_lower_class_path_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
@@ -110,4 +119,5 @@ def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfi
         hot_routes=gateway.hot_routes,
         capacity_admission=gateway.capacity_admission,
         capacity_margin=gateway.capacity_margin,
+        capacity_lower_class_path_s=gateway.capacity_lower_class_path_s,
     )

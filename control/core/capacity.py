@@ -31,19 +31,21 @@ class CapacityAdmissionConfig:
         metadata={"help": "factor on the predicted delay before comparing with the deadline"},
     )
 
-    lower_class_path_s: float = field(
-        default=0.02,
+    lower_class_path_s: float | None = field(
+        default=None,
         metadata={
             "help": "headroom in time on the gateway's own path: a run of a class below the "
             "most urgent one is refused while the path's predicted delay exceeds this, so the "
-            "critical class finds the path (nearly) empty under overload"
+            "critical class finds the path (nearly) empty under overload. None: off (only "
+            "the deadline counts; a small value refuses lower classes in ordinary bursts)"
         },
     )
 
     def __post_init__(self) -> None:
         if not (self.margin > 0 and math.isfinite(self.margin)):
             raise ValueError(f"capacity margin must be a finite number > 0, got {self.margin!r}")
-        if not (self.lower_class_path_s >= 0 and math.isfinite(self.lower_class_path_s)):
+        path_s = self.lower_class_path_s
+        if path_s is not None and not (path_s >= 0 and math.isfinite(path_s)):
             raise ValueError(
                 f"lower_class_path_s must be a finite number >= 0, got {self.lower_class_path_s!r}"
             )
@@ -143,7 +145,7 @@ def path_refusal(
     lower = priority_rank(priority_class) > 0
     if left_s is not None and delay * config.margin > left_s:
         why = f"longer than the {max(0.0, left_s):.2f} s its caller waits"
-    elif lower and delay > config.lower_class_path_s:
+    elif lower and config.lower_class_path_s is not None and delay > config.lower_class_path_s:
         why = (
             f"past the {config.lower_class_path_s:.3f} s the gateway keeps for more urgent classes"
         )

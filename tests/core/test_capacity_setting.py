@@ -28,3 +28,12 @@ def test_a_bad_margin_is_refused(monkeypatch):
     monkeypatch.setenv("LEGATO_CAPACITY_MARGIN", "0")
     with pytest.raises(ValueError, match="capacity_margin"):
         GatewaySettings(_env_file=None)
+
+
+def test_the_door_headroom_setting_reaches_the_gateway_config(monkeypatch):
+    from control.api.settings import gateway_config
+    from control.config import Settings
+
+    monkeypatch.setenv("LEGATO_CAPACITY_LOWER_CLASS_PATH_S", "0.02")
+    config = gateway_config(Settings(_env_file=None), GatewaySettings(_env_file=None))
+    assert config.capacity_lower_class_path_s == 0.02

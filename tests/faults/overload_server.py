@@ -83,7 +83,8 @@ def main() -> None:
     torch.set_num_threads(1)
     world = live_world(root, template, archs=("bert",))
     keys = _seed(world.services)
-    config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s)
+    config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s,
+                           capacity_lower_class_path_s=0.02)  # fmt: skip
     app = live_app(world, REFS, config, memory_mib=2048,
                    placement=[InitialReplica("tiny-embed:1", "cpu:0")],
                    start_with_app=True)  # fmt: skip
