@@ -17,10 +17,12 @@ from typing import Annotated, Any
 from fastapi import Header
 
 from control.api.auth import Principal
+from control.api.door import Door
 from control.api.errors import ApiError, Problem
 from control.api.ports import Inference
 from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
+from control.core.capacity import CapacityAdmissionConfig
 from control.services.errors import Conflict
 from control.services.inference_calls import RunCall, Started
 from control.store.records import RequestRecord
@@ -69,6 +71,12 @@ async def start_run(
     so its row may be committed together with its end. ``timeout_s``: how long the caller
     waits (the run's deadline: admission refuses a run predicted to wait longer)."""
     assert who.tenant_id is not None and who.tenant_name is not None
+    inference = inference_of(gw)
+    door = door_of(gw)
+    refusal = door.check(inference.catalog.priority_of(who.tenant_name), timeout_s)
+    if refusal is not None:  # refused before the run log or the core see it
+        raise ApiError(429, "rejected", f"not admitted: {refusal.reason}",
+                       headers={"Retry-After": str(max(1, math.ceil(refusal.retry_after_s)))})  # fmt: skip
     call = RunCall(
         tenant_id=who.tenant_id,
         tenant_name=who.tenant_name,
@@ -84,12 +92,35 @@ async def start_run(
         sampling=dict(sampling or {}),
         timeout_s=timeout_s,
     )
-    return await inference_of(gw).submit(call)
+    started = await inference.submit(call)
+    if announce_at_end and not started.existing:
+        door.hold(started.request.id)  # the caller waits on the path until settled()
+    return started
+
+
+def door_of(gw: Gateway) -> Door:
+    """The gateway's door (made on first use, from the gateway's capacity settings)."""
+    door = gw.extras.get("door")
+    if door is None:
+        config = CapacityAdmissionConfig(
+            enabled=gw.config.capacity_admission,
+            margin=gw.config.capacity_margin,
+            lower_class_path_s=gw.config.capacity_lower_class_path_s,
+        )
+        door = gw.extras["door"] = Door(config)
+    return door
 
 
 async def settled(gw: Gateway, run_id: str, timeout_s: float) -> RequestRecord:
     """The run's record once it ended; 504 naming the run id when ``timeout_s`` passes."""
     inference = inference_of(gw)
+    try:
+        return await _settled(inference, run_id, timeout_s)
+    finally:
+        door_of(gw).leave(run_id)
+
+
+async def _settled(inference: Inference, run_id: str, timeout_s: float) -> RequestRecord:
     record = await inference.wait(run_id, timeout_s)
     if record.status in ("queued", "running"):
         # the caller gave up: the run is cancelled, so that it holds no quota, concurrency or

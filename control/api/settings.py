@@ -57,6 +57,24 @@ class GatewaySettings(BaseSettings):
         description="How long a verified API key is trusted without asking the database again "
         "(revocations through this API take effect at once; from elsewhere after this TTL).",
     )
+    capacity_admission: bool = Field(
+        True,
+        description="Admission by capacity: refuse (429, Retry-After the predicted drain) a "
+        "run predicted to wait past its deadline (on|off).",
+    )
+    capacity_margin: float = Field(
+        1.0,
+        gt=0,
+        description="Factor on the predicted delay before it is compared with the "
+        "time left to the deadline (above 1: refuse earlier).",
+    )
+    capacity_lower_class_path_s: float | None = Field(
+        None,
+        ge=0,
+        description="Headroom for the most urgent class on the gateway's own path: lower "
+        "classes are refused (429) while its predicted delay exceeds this many seconds "
+        "(unset: off).",
+    )
     hot_routes: bool = Field(
         True,
         description="Serve the run-starting routes without FastAPI's per-call machinery "
@@ -77,6 +95,11 @@ class GatewayConfig:
     #: Serve the inference routes through :mod:`control.api.hot_routes` (same answers, a
     #: fraction of FastAPI's CPU per call); off: FastAPI serves them like every other route.
     hot_routes: bool = True
+    #: Admission by capacity (core and the gateway's door): on, and the factor on the delay.
+    capacity_admission: bool = True
+    capacity_margin: float = 1.0
+    #: The door's headroom for the most urgent class (s of path delay; None: off).
+    capacity_lower_class_path_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
@@ -100,4 +123,7 @@ def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfi
         max_wait_s=gateway.max_wait_s,
         key_cache_ttl_s=gateway.key_cache_ttl_s,
         hot_routes=gateway.hot_routes,
+        capacity_admission=gateway.capacity_admission,
+        capacity_margin=gateway.capacity_margin,
+        capacity_lower_class_path_s=gateway.capacity_lower_class_path_s,
     )

@@ -31,9 +31,24 @@ class CapacityAdmissionConfig:
         metadata={"help": "factor on the predicted delay before comparing with the deadline"},
     )
 
+    lower_class_path_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "headroom in time on the gateway's own path: a run of a class below the "
+            "most urgent one is refused while the path's predicted delay exceeds this, so the "
+            "critical class finds the path (nearly) empty under overload. None: off (only "
+            "the deadline counts; a small value refuses lower classes in ordinary bursts)"
+        },
+    )
+
     def __post_init__(self) -> None:
         if not (self.margin > 0 and math.isfinite(self.margin)):
             raise ValueError(f"capacity margin must be a finite number > 0, got {self.margin!r}")
+        path_s = self.lower_class_path_s
+        if path_s is not None and not (path_s >= 0 and math.isfinite(path_s)):
+            raise ValueError(
+                f"lower_class_path_s must be a finite number >= 0, got {self.lower_class_path_s!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -110,5 +125,34 @@ def capacity_refusal(
     return CapacityRefusal(
         f"over capacity: the predicted queue delay for {model_key} ({priority_class}) is "
         f"{delay:.2f} s, longer than the {max(0.0, left):.2f} s left to this run's deadline",
+        retry_after_s=delay,
+    )
+
+
+def path_refusal(
+    config: CapacityAdmissionConfig, in_flight: int, per_request_s: float, priority_class: str,
+    left_s: float | None,
+) -> CapacityRefusal | None:  # fmt: skip
+    """The door's decision on the gateway's own path (HTTP, auth, record, settle, commits),
+    before the run reaches the core's queues: ``in_flight`` requests are on that path and it
+    answers one every ``per_request_s`` (measured), so a new one is predicted to wait
+    ``in_flight * per_request_s``. Refused when that (times the margin) exceeds the ``left_s``
+    its caller waits, or, for a class below the most urgent, the ``lower_class_path_s``
+    headroom. None to admit (setting off, nothing measured yet)."""
+    if not config.enabled or per_request_s <= 0 or in_flight <= 0:
+        return None
+    delay = in_flight * per_request_s
+    lower = priority_rank(priority_class) > 0
+    if left_s is not None and delay * config.margin > left_s:
+        why = f"longer than the {max(0.0, left_s):.2f} s its caller waits"
+    elif lower and config.lower_class_path_s is not None and delay > config.lower_class_path_s:
+        why = (
+            f"past the {config.lower_class_path_s:.3f} s the gateway keeps for more urgent classes"
+        )
+    else:
+        return None
+    return CapacityRefusal(
+        f"over capacity: the gateway's predicted delay ({in_flight} in flight) is "
+        f"{delay:.3f} s for {priority_class}, {why}",
         retry_after_s=delay,
     )

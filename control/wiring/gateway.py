@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI
@@ -19,6 +20,7 @@ from control.api.ports import WhatIfEngine
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
 from control.config import get_settings
+from control.core.capacity import CapacityAdmissionConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
@@ -26,7 +28,13 @@ from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
 from control.store.records import RequestRecord
 from control.wiring.executor import build_executor
-from control.wiring.live import LiveOptions, LiveParts, OnSettled, build_live
+from control.wiring.live import (
+    LiveOptions,
+    LiveParts,
+    OnSettled,
+    build_live,
+    serving_core_config,
+)
 from control.wiring.services import checked_services, session_factory
 
 
@@ -105,8 +113,19 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url)}
-    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s,
-                          async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
+    options = live_options(gateway)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
                        extras=extras)  # fmt: skip
+
+
+def live_options(gateway: GatewaySettings) -> LiveOptions:
+    """The live path's options from the gateway's settings: the resume age and capacity
+    admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) into the core, and the
+    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``)."""
+    admission = CapacityAdmissionConfig(
+        enabled=gateway.capacity_admission, margin=gateway.capacity_margin
+    )
+    core = replace(serving_core_config(), capacity_admission=admission)
+    return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
+                       async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip

@@ -1,0 +1,99 @@
+"""The overload test's gateway in a process of its own (``python -m tests.faults.overload_server
+ROOT TEMPLATE TIMEOUT_S``): the load generator must not share the gateway's GIL and event loop,
+as no real client does. Seeds the fleet, serves on a free loopback port and prints one JSON
+line ``{"url": ..., "keys": {...}}``; serves until stdin closes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+from control.api.settings import GatewayConfig
+from control.executor.protocol import ModelRef
+from control.runtime.live import InitialReplica
+from tests.api.conftest import ADMIN_TOKEN
+from tests.app.stack import serve_in_thread
+from tests.support.live_gateway import live_app, live_world
+
+REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
+FLOODERS = ("f1", "f2", "f3")
+
+
+def _seed(services) -> dict[str, str]:  # noqa: ANN001
+    node = services.nodes.create("test", name="local")
+    services.devices.create("test", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=2048,
+                            precisions=["fp32"], is_real=True)  # fmt: skip
+    services.models.create("test", name="tiny-embed", version="1", task="embed",
+                           weights_source="declared", weights_location="tiny test model",
+                           memory_mib=16, max_batch_size=1, max_batch_tokens=8192)  # fmt: skip
+    keys = {}
+    for name, cls in [("vip", "critical"), *((f, "batch") for f in FLOODERS)]:
+        tenant = services.tenants.create("test", name=name, weight=1, priority_class=cls)
+        keys[name] = services.api_keys.create_key("test", tenant.id).plaintext
+    return keys
+
+
+async def _flood(url: str, key: str, seconds: float, callers: int) -> list[list]:
+    """``callers`` closed-loop callers of one tenant for ``seconds``: per answer its status,
+    its Retry-After header and whether its JSON detail says "not admitted"."""
+    import asyncio
+    import time
+
+    import httpx
+
+    out: list[list] = []
+    until = time.perf_counter() + seconds
+
+    async def one(client: httpx.AsyncClient) -> None:
+        n = 0
+        while time.perf_counter() < until:
+            r = await client.post("/v1/embeddings", headers={"Authorization": f"Bearer {key}"},
+                                  json={"model": "tiny-embed", "input": f"flood text {n} " * 120})  # fmt: skip
+            n += 1
+            detail = r.json().get("detail", "") if r.status_code == 429 else ""
+            out.append([r.status_code, r.headers.get("Retry-After"), "not admitted" in detail])
+
+    limits = httpx.Limits(max_connections=callers + 8)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+        await asyncio.gather(*(one(client) for _ in range(callers)))
+    return out
+
+
+def flood_main() -> None:
+    """``flood URL KEY SECONDS CALLERS``: one flooding tenant; prints its answers as JSON."""
+    import asyncio
+
+    url, key, seconds, callers = sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
+    # The load generator stands for clients on other machines: on the test's few shared cores
+    # it must not take the CPU the gateway, its worker and the measured caller need.
+    os.nice(19)
+    print(json.dumps(asyncio.run(_flood(url, key, seconds, callers))), flush=True)
+
+
+def main() -> None:
+    if sys.argv[1] == "flood":
+        flood_main()
+        return
+    root, template, timeout_s = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+    torch.set_num_threads(1)
+    world = live_world(root, template, archs=("bert",))
+    keys = _seed(world.services)
+    config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s,
+                           capacity_lower_class_path_s=0.02)  # fmt: skip
+    app = live_app(world, REFS, config, memory_mib=2048,
+                   placement=[InitialReplica("tiny-embed:1", "cpu:0")],
+                   start_with_app=True)  # fmt: skip
+    served = serve_in_thread(app)
+    print(json.dumps({"url": served.url, "keys": keys}), flush=True)
+    threading.Thread(target=sys.stdin.read, daemon=True).start()
+    sys.stdin.read()
+    served.stop()
+
+
+if __name__ == "__main__":
+    main()
