@@ -57,6 +57,18 @@ class Settings(BaseSettings):
         ge=1,
         description="CPU worker processes on a machine without CUDA. Default: one per core.",
     )
+    max_input_text_chars: int = Field(
+        200_000,
+        ge=1,
+        description="Longest text value (a query, a prompt, one document) of a workflow run's "
+        "inputs, in characters; longer is a 422 naming the input.",
+    )
+    max_input_list_items: int = Field(
+        1_000,
+        ge=1,
+        description="Most items of one list value (documents, a vector, scores) of a workflow "
+        "run's inputs; more is a 422 naming the input.",
+    )
 
     executor: Literal["local", "ray"] = Field(
         "local",

@@ -31,9 +31,11 @@ def thaw_heap() -> None:
 def freeze_startup_heap() -> bool:
     """:func:`freeze_heap` the first time it is called in a process (True then; False later):
     later runtimes in the same process (tests, restarts) do not freeze their own short-lived
-    state."""
+    state. Unless the heap has been thawed since (``gc.unfreeze`` is process-wide: a twin
+    replay in this process under ``sim.env.tuned_gc``, a worker's ``thaw_heap``): then the
+    start-up heap is no longer frozen, and it is frozen again (True)."""
     global _startup_frozen
-    if _startup_frozen:
+    if _startup_frozen and gc.get_freeze_count() > 0:
         return False
     _startup_frozen = True
     freeze_heap()

@@ -14,17 +14,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from control.config import get_settings
 from control.services.errors import ValidationError
 
 
 @dataclass(frozen=True)
 class InputLimits:
-    """Size bounds of one run's inputs."""
+    """Size bounds of one run's inputs; the service's are the settings'
+    (``LEGATO_MAX_INPUT_TEXT_CHARS``, ``LEGATO_MAX_INPUT_LIST_ITEMS``, see :func:`configured`)."""
 
     #: one text value (a query, a prompt, one document); the edge schemas allow a prompt or a
     #: chat message of this size too, and a 1 MiB body (LEGATO_MAX_BODY_BYTES) bounds it anyway
     max_text_chars: int = 200_000
     max_list_items: int = 1_000  # one list value (documents, a vector, scores)
+
+
+def configured() -> InputLimits:
+    """The limits of the process-wide settings (read from the environment once)."""
+    settings = get_settings()
+    return InputLimits(max_text_chars=settings.max_input_text_chars,
+                       max_list_items=settings.max_input_list_items)  # fmt: skip
 
 
 def _is_number(value: Any) -> bool:
@@ -98,8 +107,9 @@ def input_problems(
 def check_inputs(
     declared: Mapping[str, str], given: Mapping[str, Any], limits: InputLimits | None = None
 ) -> None:
-    """Raise ``ValidationError`` naming the first bad field (nothing has been written)."""
-    problems = input_problems(declared, given, limits or InputLimits())
+    """Raise ``ValidationError`` naming the first bad field (nothing has been written);
+    ``limits`` default to the settings' (:func:`configured`)."""
+    problems = input_problems(declared, given, limits or configured())
     if problems:
         field, message = problems[0]
         shown = given.get(field.removeprefix("inputs."))

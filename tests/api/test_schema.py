@@ -17,6 +17,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
+from control.services.fidelity.runner import FidelityRequest
+from control.services.fidelity.validate import config_dict
 from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
@@ -24,9 +26,10 @@ NEEDS_RUNTIME = (
     r"|admin/placement-plans/rollback)$"
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.
-# Their GET siblings (rollout progress) work without a runtime and stay fuzzed.
+# Their GET siblings (rollout progress) work without a runtime and stay fuzzed. Starting a
+# fidelity validation (POST /admin/fidelity/runs) is fuzzed here against FakeFidelityRunner.
 POSTS_NEEDING_RUNTIME = (
-    r"^/admin/(placement-plans/\{item_id\}/(rollout|rollback)|fidelity/runs"
+    r"^/admin/(placement-plans/\{item_id\}/(rollout|rollback)"
     r"|workflows/\{name\}/versions/\{version\}/test-runs)$"
 )
 CHECKS = [
@@ -50,11 +53,23 @@ class FakeTwin:
         self.services.whatif.update(actor, run_id, status="running")
 
 
+class FakeFidelityRunner:
+    """Stands in for the fidelity runner: builds the validation's settings as the real one does
+    before it spawns the minute-long validation process, and starts nothing."""
+
+    def __init__(self) -> None:
+        self.started: list[dict] = []
+
+    def start(self, request: FidelityRequest) -> None:
+        self.started.append(config_dict(request.config()))
+
+
 @pytest.fixture(scope="module")
 def api(tmp_path_factory, _sqlite_template):
     root = tmp_path_factory.mktemp("schema")
     stack = build_stack(root / "legato.db", _sqlite_template)
     stack.app.state.gateway.whatif_engine = FakeTwin(stack.services)
+    stack.app.state.gateway.extras["fidelity_runner"] = FakeFidelityRunner()
     services = stack.services
     node = services.nodes.create("seed", name="local")
     services.devices.create("seed", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=1024)

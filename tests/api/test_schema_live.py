@@ -1,12 +1,14 @@
 """Schemathesis over the routes that need the live runtime (the inference routes, the live
 snapshot, plan rollout and rollback, workflow test runs): generated, authenticated requests to
-the real app over a live runtime and a real executor with tiny models get no 5xx and no
-response that contradicts the OpenAPI document. Together with ``test_schema.py`` (every other
-route, without a runtime) this covers the whole document but one operation: starting a
-fidelity validation (``POST /admin/fidelity/runs``), which launches a minute-long validation
-process per call and has its own tests.
+the real app over a live runtime and a real executor with tiny models get no 5xx, in positive
+mode (also checked against the OpenAPI document) and in negative mode (bad bodies, queries and
+path values); the workflow routes are pointed at a seeded workflow. Together with
+``test_schema.py`` and ``test_schema_seeded.py`` (every other route, without a runtime) this
+covers the whole document. Left out here: starting a fidelity validation
+(``POST /admin/fidelity/runs``), which launches a minute-long validation process per call; it
+is fuzzed in ``test_schema.py`` against a stand-in runner that starts nothing.
 
-Bounded: a few examples per operation (the whole module well under two minutes).
+Bounded: a few examples per operation and mode (the whole module well under a minute).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest_asyncio
 import schemathesis
 import uvicorn
 from hypothesis import HealthCheck, given, settings
+from schemathesis import checks
+from schemathesis.generation import GenerationMode
 
 from control.api.settings import GatewayConfig
 from tests.api.conftest import ADMIN_TOKEN
@@ -58,17 +62,24 @@ async def live_schema(tmp_path_factory, _sqlite_template):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _fuzz(operation, base_url: str, headers: dict[str, str]):
+#: the seeded workflow the run routes are pointed at (random names are a plain 404)
+WORKFLOW = {"name": "pipe", "version": "1"}
+
+
+def _fuzz(operation, base_url: str, headers: dict[str, str], mode: GenerationMode):
+    chosen = CHECKS if mode is GenerationMode.POSITIVE else [checks.not_a_server_error]
+    params = WORKFLOW if "{name}" in operation.path else None
+
     @settings(max_examples=4, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(operation.as_strategy())
+    @given(operation.as_strategy(generation_mode=mode, path_parameters=params))
     def check(case) -> None:
-        case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS, timeout=60)
+        case.call_and_validate(base_url=base_url, headers=headers, checks=chosen, timeout=60)
 
     return check
 
 
-def _fuzz_all(schema, base_url: str, tenant_key: str) -> tuple[int, list[str]]:
+def _fuzz_all(schema, base_url: str, tenant_key: str, mode) -> tuple[int, list[str]]:
     """Fuzz every operation (blocking: run it off the server's loop); each failure listed."""
     failures: list[str] = []
     count = 0
@@ -76,15 +87,16 @@ def _fuzz_all(schema, base_url: str, tenant_key: str) -> tuple[int, list[str]]:
         operation = result.ok()
         token = ADMIN_TOKEN if operation.path.startswith("/admin") else tenant_key
         try:
-            _fuzz(operation, base_url, {"Authorization": f"Bearer {token}"})()
+            _fuzz(operation, base_url, {"Authorization": f"Bearer {token}"}, mode)()
         except Exception as exc:  # collect every operation's failure, then report them all
             failures.append(f"{operation.method.upper()} {operation.path}: {exc}"[:2000])
         count += 1
     return count, failures
 
 
-async def test_runtime_routes_give_no_server_errors_and_no_schema_violations(live_schema):
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+async def test_runtime_routes_give_no_server_errors_and_no_schema_violations(live_schema, mode):
     schema, tenant_key, base_url = live_schema
-    count, failures = await asyncio.to_thread(_fuzz_all, schema, base_url, tenant_key)
+    count, failures = await asyncio.to_thread(_fuzz_all, schema, base_url, tenant_key, mode)
     assert count >= 8
     assert not failures, "\n\n".join(failures)

@@ -13,6 +13,7 @@ def test_freeze_happens_once_per_process(monkeypatch) -> None:
     monkeypatch.setattr(heap, "_startup_frozen", False)
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append("collect") or 0)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: calls.count("freeze"))
     assert heap.freeze_startup_heap() is True
     assert calls == ["collect", "freeze"]  # start-up garbage goes first, then the rest freezes
     assert heap.freeze_startup_heap() is False
@@ -33,3 +34,15 @@ def test_freeze_moves_live_objects_out_of_the_collector_and_thaw_brings_them_bac
     heap.thaw_heap()
     assert gc.get_freeze_count() == 0 and _tracked(old)
     heap.freeze_heap()  # leave the process as a serving one would be
+
+
+def test_a_thawed_start_up_heap_is_frozen_again(monkeypatch) -> None:
+    """gc.unfreeze is process-wide: a twin replay in this process (sim.env.tuned_gc) thaws the
+    start-up heap a runtime froze; the next runtime start must freeze it again (it used to
+    trust its once-per-process flag and leave the heap thawed)."""
+    monkeypatch.setattr(heap, "_startup_frozen", False)
+    heap.freeze_startup_heap()
+    assert heap.freeze_startup_heap() is False and gc.get_freeze_count() > 0
+    gc.unfreeze()  # what tuned_gc does on exit
+    assert heap.freeze_startup_heap() is True
+    assert gc.get_freeze_count() > 0

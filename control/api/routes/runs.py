@@ -140,21 +140,33 @@ async def _cancel(gw: Gateway, run_id: str, actor: str, reason: str) -> RequestR
 async def run_events(gw: GatewayDep, run_id: RunId, who: AnyoneDep) -> StreamingResponse:
     """Server-sent events of a run: ``token`` events while it generates, then one ``result``
     event with the run (``cancelled`` for a cancelled run; at once when it has already ended)."""
-    own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
-    return StreamingResponse(sse_events(gw, run_id), media_type="text/event-stream")
+    record = own_run(who, await run_in_threadpool(gw.services.requests.get, run_id))
+    ended = record if record.status not in ("queued", "running") else None
+    if ended is None:
+        inference_of(gw)  # 503 now, as JSON: not once the stream has started
+    return StreamingResponse(sse_events(gw, run_id, ended), media_type="text/event-stream")
 
 
 def _sse(event: str, data: object) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
-async def sse_events(gw: Gateway, run_id: str) -> AsyncIterator[bytes]:
-    """Token deltas while the run goes on, then its settled record as ``result``."""
+async def sse_events(
+    gw: Gateway, run_id: str, ended: RequestRecord | None = None
+) -> AsyncIterator[bytes]:
+    """Token deltas while the run goes on, then its settled record as ``result``; a run that
+    has ``ended`` already is answered at once (with or without a live runtime)."""
+    if ended is not None:
+        yield _sse(_end_event(ended), run_out(ended).model_dump(mode="json"))
+        return
     inference = inference_of(gw)
     deltas = inference.stream(run_id)
     if deltas is not None:
         async for d in deltas:
             yield _sse("token", {"node": d.node_id, "index": d.index, "text": d.text})
     record = await inference.wait(run_id, gw.config.max_wait_s)
-    end = "cancelled" if record.status == "cancelled" else "result"  # a cancel ends it plainly
-    yield _sse(end, run_out(record).model_dump(mode="json"))
+    yield _sse(_end_event(record), run_out(record).model_dump(mode="json"))
+
+
+def _end_event(record: RequestRecord) -> str:
+    return "cancelled" if record.status == "cancelled" else "result"  # a cancel ends it plainly
