@@ -55,8 +55,9 @@ class Door:
 
     def leave(self, run_id: str) -> None:
         """The call waiting for ``run_id`` was answered (or failed); no-op if not held."""
-        if self._held.pop(run_id, 0) is not None:
+        if run_id not in self._held:
             return
+        del self._held[run_id]
         now = self.clock.monotonic()
         if self._last_answer is not None and now - self._last_answer < IDLE_GAP_S:
             self.per_request_s += ALPHA * (now - self._last_answer - self.per_request_s)

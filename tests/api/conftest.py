@@ -22,6 +22,13 @@ from db.session import make_engine, make_session_factory
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
 PEPPER = b"api-test-pepper"
+#: A one-node embedding workflow over model ``e:1`` (the cancel and regression tests' ``w``).
+EMBED_SPEC = {
+    "inputs": {"text": "text"},
+    "outputs": {"vector": "embed.embedding"},
+    "nodes": [{"id": "embed", "task": "embed", "model": "e:1"}],
+    "edges": [{"from": "input.text", "to": "embed.text"}],
+}
 
 
 @dataclass

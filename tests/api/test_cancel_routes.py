@@ -6,16 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import client_for, make_tenant
+from tests.api.conftest import EMBED_SPEC, client_for, make_tenant
 
 pytestmark = pytest.mark.asyncio
-
-SPEC = {
-    "inputs": {"text": "text"},
-    "outputs": {"vector": "embed.embedding"},
-    "nodes": [{"id": "embed", "task": "embed", "model": "e:1"}],
-    "edges": [{"from": "input.text", "to": "embed.text"}],
-}
 
 
 def _queued(services, tenant_id: int) -> str:  # noqa: ANN001
@@ -27,7 +20,7 @@ async def test_tenant_and_admin_cancel(stack, admin):
     services = stack.services
     services.models.create("test", name="e", version="1", task="embed", weights_source="declared",
                            weights_location="x", memory_mib=16)  # fmt: skip
-    services.workflows.create("test", name="w", version="1", spec=SPEC, status="active")
+    services.workflows.create("test", name="w", version="1", spec=EMBED_SPEC, status="active")
     acme_id, acme_key = await make_tenant(admin, "acme")
     _, globex_key = await make_tenant(admin, "globex")
     run = _queued(services, acme_id)

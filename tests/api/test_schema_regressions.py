@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import client_for, make_tenant
+from tests.api.conftest import EMBED_SPEC, client_for, make_tenant
 
 pytestmark = pytest.mark.asyncio
-
-
-SPEC = {
-    "inputs": {"text": "text"},
-    "outputs": {"vector": "embed.embedding"},
-    "nodes": [{"id": "embed", "task": "embed", "model": "e:1"}],
-    "edges": [{"from": "input.text", "to": "embed.text"}],
-}
 
 
 def _queued(services, tenant_id: int) -> str:  # noqa: ANN001
     services.models.create("test", name="e", version="1", task="embed", weights_source="declared",
                            weights_location="x", memory_mib=16)  # fmt: skip
-    services.workflows.create("test", name="w", version="1", spec=SPEC, status="active")
+    services.workflows.create("test", name="w", version="1", spec=EMBED_SPEC, status="active")
     return services.requests.create("test", tenant_id=tenant_id, workflow_name="w",
                                     workflow_version="1", body_hash="h").id  # fmt: skip
 

@@ -14,9 +14,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from control import clock  # noqa: E402
 from control.executor.ray import RayExecutor, RayExecutorConfig  # noqa: E402
-from tests.executor.conftest import model_cache  # noqa: E402,F401,F811
+from tests.executor.conftest import model_cache, wait_for  # noqa: E402,F401,F811
 
 STORE = 80 * 1024 * 1024  # object store of each node
 
@@ -48,12 +47,5 @@ def remote_device(ex) -> str:
 
 
 def wait_until(ex, predicate, timeout: float = 60.0) -> list:
-    seen: list = []
-    deadline = clock.monotonic() + timeout
-    while clock.monotonic() < deadline:
-        event = ex.poll(0.1)
-        if event is not None:
-            seen.append(event)
-            if predicate(seen):
-                return seen
-    raise AssertionError(f"timed out; saw {seen!r}")
+    """The executor tests' :func:`wait_for`, with the longer wait a Ray actor may need."""
+    return wait_for(ex, predicate, timeout)
