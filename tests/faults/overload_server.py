@@ -18,19 +18,14 @@ from control.executor.protocol import ModelRef
 from control.runtime.live import InitialReplica
 from tests.api.conftest import ADMIN_TOKEN
 from tests.app.stack import serve_in_thread
-from tests.support.live_gateway import live_app, live_world
+from tests.support.live_gateway import live_app, live_world, seed_embed_fleet
 
 REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
 FLOODERS = ("f1", "f2", "f3")
 
 
 def _seed(services) -> dict[str, str]:  # noqa: ANN001
-    node = services.nodes.create("test", name="local")
-    services.devices.create("test", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=2048,
-                            precisions=["fp32"], is_real=True)  # fmt: skip
-    services.models.create("test", name="tiny-embed", version="1", task="embed",
-                           weights_source="declared", weights_location="tiny test model",
-                           memory_mib=16, max_batch_size=1, max_batch_tokens=8192)  # fmt: skip
+    seed_embed_fleet(services, max_batch_size=1, max_batch_tokens=8192)
     keys = {}
     for name, cls in [("vip", "critical"), *((f, "batch") for f in FLOODERS)]:
         tenant = services.tenants.create("test", name=name, weight=1, priority_class=cls)

@@ -36,14 +36,17 @@ EMBED_WORKFLOW = {
 }
 
 
-def seed_embed_fleet(services: Services) -> None:
-    """One real CPU device, the tiny embedder and the ``vec`` workflow (``EMBED_WORKFLOW``)."""
+def seed_embed_fleet(services: Services, max_batch_size: int = 8,
+                     max_batch_tokens: int = 4096) -> None:  # fmt: skip
+    """One real CPU device, the tiny embedder (batches of at most ``max_batch_size`` items and
+    ``max_batch_tokens`` tokens) and the ``vec`` workflow (``EMBED_WORKFLOW``)."""
     node = services.nodes.create("test", name="local")
     services.devices.create("test", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=2048,
                             precisions=["fp32"], is_real=True)  # fmt: skip
     services.models.create("test", name="tiny-embed", version="1", task="embed",
                            weights_source="declared", weights_location="tiny test model",
-                           memory_mib=16, max_batch_size=8, max_batch_tokens=4096)  # fmt: skip
+                           memory_mib=16, max_batch_size=max_batch_size,
+                           max_batch_tokens=max_batch_tokens)  # fmt: skip
     services.workflows.create("test", name="vec", version="1", spec=EMBED_WORKFLOW,
                               status="active")  # fmt: skip
 
