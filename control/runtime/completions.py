@@ -29,6 +29,8 @@ from control.core.types import BLOCK_TOKENS, StepResult
 from control.core.window import RecentKeys
 from control.executor.protocol import (
     BreakerChanged,
+    DeviceInfo,
+    DeviceJoined,
     ItemCompleted,
     ItemResult,
     ReplicaEvicted,
@@ -63,6 +65,7 @@ class Completions:
         *,
         later: Callable[..., None] | None = None,
         billed_window_s: float = BILLED_WINDOW_S,
+        on_joined: Callable[[DeviceInfo], list[Record]] | None = None,
     ) -> None:
         self.runs = runs
         self.cost = cost
@@ -70,6 +73,7 @@ class Completions:
         self.usage_sink = usage_sink
         self.on_worker_down = on_worker_down
         self.on_worker_up = on_worker_up
+        self.on_joined = on_joined  # a device joined (``DeviceJoined``): records for the core
         self.down: set[str] = set()  # devices whose worker died and has not come back
         self.pending: dict[str, PendingBatch] = {}
         self.waiting: dict[str, list[str]] = {}  # idempotency key -> batch ids
@@ -203,6 +207,9 @@ class Completions:
         self.down.discard(ev.device_id)
         return self.on_worker_up(ev.device_id)
 
+    def _joined(self, ev: DeviceJoined, now: float) -> list[Record]:
+        return self.on_joined(ev.device) if self.on_joined is not None else []
+
     def _evicted(self, ev: ReplicaEvicted, now: float) -> list[Record]:
         return [Ingest(ReplicaUnloaded(ev.replica_id))]
 
@@ -215,6 +222,7 @@ class Completions:
         TokenDelta: _delta,
         WorkerDown: _down,
         WorkerUp: _up,
+        DeviceJoined: _joined,
         ReplicaEvicted: _evicted,
         BreakerChanged: _breaker,
     }

@@ -8,7 +8,8 @@ ends everything. All methods are called on the runtime's event loop.
 
 The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
 idempotency key), on the loop thread, so the API can append ledger entries. ``on_rollout``
-receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block).
+receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block);
+``on_device_joined`` every device that joins the fleet (:mod:`control.runtime.joins`), likewise.
 Time is read from the runtime's :class:`~control.clock.Clock`, which its driver and actuator
 share (runs' submission and wall times, the driver's ``now``).
 """
@@ -29,7 +30,7 @@ from control.core.events import CancelRun, DeviceUp
 from control.core.latency import LatencyModel
 from control.executor.heap import freeze_startup_heap
 from control.executor.protocol import Executor, ModelRef
-from control.runtime import durable
+from control.runtime import durable, joins
 from control.runtime.actuator import Actuator
 from control.runtime.completions import Completions
 from control.runtime.driver import Driver
@@ -88,11 +89,11 @@ class LiveRuntime:
         metrics: RuntimeMetrics | None = None,
         *,
         on_rollout: Callable[[RolloutTransition], None] | None = None,
+        on_device_joined: joins.OnJoined | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.blueprint = blueprint
-        self.clock = clock
-        self.on_rollout = on_rollout
+        self.blueprint, self.clock = blueprint, clock
+        self.on_rollout, self.on_device_joined = on_rollout, on_device_joined
         self.latency = latency
         self.executor = executor
         self.model_refs = dict(model_refs)
@@ -135,10 +136,12 @@ class LiveRuntime:
         ready = await asyncio.to_thread(self.executor.wait_ready, self.config.ready_timeout_s)
         if not ready:
             raise RuntimeError("executor workers did not start in time")
+        joins.adopt(self)  # the executor's cluster devices the blueprint lacks
         core = build_core(self.blueprint, self.latency, self.clock.monotonic())
         # metrics and releases wait until the callers a turn answers have been answered
         done = Completions(self.runs, self.blueprint.cost, self.metrics, usage_sink,
-                           self._worker_down, self._worker_up, later=self._later)  # fmt: skip
+                           self._worker_down, self._worker_up, later=self._later,
+                           on_joined=lambda info: joins.join(self, info))  # fmt: skip
         self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
                                  self.index_replicas, self.metrics, self._put,
                                  self.config.stream_tokens, later=self._later,
@@ -152,12 +155,10 @@ class LiveRuntime:
         if self.config.freeze_startup_heap:
             freeze_startup_heap()
 
-    def _put(self, record: Record) -> None:
-        """Into the driver's inbox (the actuator's ``put``: the driver is built after it)."""
+    def _put(self, record: Record) -> None:  # the actuator's (the driver is built after it)
         self.driver.put(record)  # type: ignore[union-attr]
 
-    def _later(self, fn: Callable[..., None], *args: object) -> None:
-        """``Driver.later`` for the completions and the actuator, built before the driver."""
+    def _later(self, fn: Callable[..., None], *args: object) -> None:  # Driver.later, likewise
         self.driver.later(fn, *args)  # type: ignore[union-attr]
 
     def _executor_event(self, event: object) -> None:
@@ -292,9 +293,8 @@ class LiveRuntime:
             return []
         n = self._restarts[device_id] = self._restarts.get(device_id, 0) + 1
         for rid, model_key, pool in self._home.get(device_id, []):
-            ref = self.model_refs[model_key]
-            self.actuator.spawn(self.actuator.load_replica(f"{rid}.{n}", ref, device_id,
-                                                           (model_key, pool)))  # fmt: skip
+            ref, key = self.model_refs[model_key], (model_key, pool)
+            self.actuator.spawn(self.actuator.load_replica(f"{rid}.{n}", ref, device_id, key))
         for index in self.config.indexes:
             self.actuator.spawn(self._load_index(index, device_id, n))
         return [Ingest(DeviceUp(specs[device_id]))]

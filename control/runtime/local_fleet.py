@@ -17,18 +17,25 @@ from control.runtime.live import InitialReplica
 LOCAL_NODE = "local"
 
 
+#: the label of a device (``DeviceInfo.labels``) naming its NVLink domain, when a backend
+#: over a cluster knows it (the GPUs of one node share it)
+NVLINK_LABEL = "nvlink"
+
+
 def device_specs(
     devices: Iterable[DeviceInfo], node_id: str = LOCAL_NODE
 ) -> tuple[DeviceSpec, ...]:
-    """Core view of the executor's devices: one interconnect group per host."""
+    """Core view of the executor's devices. A device of a cluster node (``DeviceInfo.node``)
+    is in that node (a topology domain) and its NVLink domain (label ``nvlink``; else its
+    node) is its interconnect group; one without is on ``node_id``, one group per host."""
     return tuple(
         DeviceSpec(
             device_id=d.device_id,
-            node_id=node_id,
+            node_id=d.node or node_id,
             kind="gpu" if d.kind == "cuda" else "cpu",
             accelerator=d.kind,
             memory_mib=d.memory_budget_mib,
-            interconnect_group=node_id,
+            interconnect_group=dict(d.labels).get(NVLINK_LABEL) or d.node or node_id,
         )
         for d in devices
     )

@@ -10,6 +10,7 @@ live-config feed over that. Nothing is started.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,7 +22,9 @@ from control.core.assembly import CoreBlueprint
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
-from control.executor.protocol import Executor, ModelRef
+from control.core.types import DeviceSpec
+from control.executor.protocol import DeviceInfo, Executor, ModelRef
+from control.runtime.joins import OnJoined
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from control.runtime.types import UsageRecord
@@ -30,6 +33,7 @@ from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.services.inference import InferenceService
 from control.services.live_config import LiveConfigFeed
+from control.services.live_devices import register_device
 from control.services.rollout_record import RolloutRecorder
 from control.services.single_model import ensure_single_model_workflows
 from control.store.records import RequestRecord
@@ -114,7 +118,25 @@ def build_live(
         resume_max_age_s=options.resume_max_age_s,
         async_run_timeout_s=options.async_run_timeout_s,
     )
+    runtime.on_device_joined = _registrar(services, inference)
     return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
+
+
+def _registrar(services: Services, inference: InferenceService) -> OnJoined:
+    """The runtime's ``on_device_joined``: a device the executor found (a cluster node's) goes
+    into the device registry (a database thread) and the ledger's device ids."""
+    writes: set[asyncio.Task] = set()
+
+    async def register(info: DeviceInfo, spec: DeviceSpec) -> None:
+        row_id = await asyncio.to_thread(register_device, services, info, spec)
+        inference.device_ids[spec.device_id] = row_id
+
+    def joined(info: DeviceInfo, spec: DeviceSpec) -> None:
+        task = asyncio.get_running_loop().create_task(register(info, spec))
+        writes.add(task)
+        task.add_done_callback(writes.discard)
+
+    return joined
 
 
 def build_runtime(

@@ -58,7 +58,10 @@ class Executor(Protocol):
         seconds. No event is delivered once it returns."""
 
     def devices(self) -> list[DeviceInfo]:
-        """The devices, known from ``start`` on."""
+        """The devices, known from ``start`` on (with those that joined since). A backend
+        over a cluster reports a device that comes later (a node joined) as ``DeviceJoined``
+        once it can take work, and a node that leaves as ``WorkerDown`` of its devices; the
+        local executor's devices are fixed at construction: it never emits ``DeviceJoined``."""
 
     def load(
         self, replica_id: str, model_ref: ModelRef, device_id: str

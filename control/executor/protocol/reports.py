@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control.core.values import value
-from control.executor.protocol.work import ExecutorError, StepKey
+from control.executor.protocol.work import DeviceInfo, ExecutorError, StepKey
 
 #: Why an item failed (``ItemResult.cause``):
 #: ``worker_down``: its worker crashed or its pipe closed (retriable elsewhere);
@@ -169,6 +169,17 @@ class WorkerUp:
 
 
 @dataclass(frozen=True)
+class DeviceJoined:
+    """A device that came after ``start`` (a node joined the cluster) and can take work now:
+    the consumer adds it to its fleet (the devices of ``start`` are ``Executor.devices()``).
+    Its node leaving later is a ``WorkerDown`` of each of its devices, never followed by a
+    ``WorkerUp``. Only a backend over a cluster emits it: the local executor's devices are
+    fixed at construction and it never does."""
+
+    device: DeviceInfo
+
+
+@dataclass(frozen=True)
 class ReplicaEvicted:
     replica_id: str
     device_id: str
@@ -183,7 +194,15 @@ class BreakerChanged:
     reason: str
 
 
-ExecutorEvent = ItemCompleted | TokenDelta | WorkerDown | WorkerUp | ReplicaEvicted | BreakerChanged
+ExecutorEvent = (
+    ItemCompleted
+    | TokenDelta
+    | WorkerDown
+    | WorkerUp
+    | DeviceJoined
+    | ReplicaEvicted
+    | BreakerChanged
+)
 
 #: Called with every event, in order, on the thread the executor delivers on (see ``start``).
 EventListener = Callable[[ExecutorEvent], None]

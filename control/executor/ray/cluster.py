@@ -6,7 +6,8 @@ alive nodes and makes one device per GPU (``num_gpus=1``) and, on a node without
 CPU slot (``num_cpus=1``, one torch thread). The driver's own node keeps the local executor's
 device ids (``cpu:0``, ``cuda:0``: a fleet declared for this machine matches either backend);
 a device of another node is named ``<node id prefix>/cpu:0``. Each device carries its node (a
-topology domain) and labels: the node's address and, for a GPU, its type.
+topology domain) and labels: the node's address and, for a GPU, its type and its NVLink domain
+(``nvlink``: one per node, shared by the node's GPUs; the core's interconnect group).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from control.executor.ray.actor import CONCURRENCY_GROUPS, DeviceActor
 
 #: characters of a node id that name its devices
 NODE_PREFIX = 8
+#: the label naming a GPU's NVLink domain (the GPUs of one node share it)
+NVLINK_LABEL = "nvlink"
 #: the part of a CPU node's memory shared by its slots' budgets (as the local executor's 80%)
 CPU_MEMORY_SHARE = 0.8
 #: the part of a GPU's memory its replicas may use (as the local executor's 90%)
@@ -78,9 +81,11 @@ def cluster_devices(
             gpu_type = next((k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:")),
                             "unknown")  # fmt: skip
             budget = int(gpu_memory_mib * GPU_MEMORY_SHARE)
+            labels = (address, ("gpu_type", gpu_type),
+                      (NVLINK_LABEL, f"nvlink:{node_id[:NODE_PREFIX]}"))  # fmt: skip
             for i in range(gpus):
                 info = DeviceInfo(f"{prefix}cuda:{i}", "cuda", i, budget, node=node_id,
-                                  labels=(address, ("gpu_type", gpu_type)))  # fmt: skip
+                                  labels=labels)  # fmt: skip
                 out.append((info, Placement(node_id, 0.0, 1.0)))
             continue
         slots = int(res.get("CPU", 0))

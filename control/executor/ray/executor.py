@@ -2,14 +2,15 @@
 per device on every node (:mod:`.cluster`), the model code the local workers run (:mod:`.actor`).
 
 Selected by settings (``LEGATO_EXECUTOR=ray``, ``LEGATO_RAY_ADDRESS``; see
-:mod:`control.wiring.executor`). The batch flow and lost actors are in :mod:`.flow`, Ray's
+:mod:`control.wiring.executor`). Nodes that join or leave while it runs: :mod:`.membership`
+(``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, Ray's
 completions are handled on one thread of its own (:mod:`.pump`), which delivers events to the
 loop given to ``start`` or, without one, itself. Its public methods and that thread each hold
 the executor's lock while they run; none waits on an actor.
 
 Not yet here (the issue's later parts): hang deadlines and breakers per replica, eviction to
 make room (a load that does not fit is refused), multi-device (placement group) replicas,
-nodes joining while serving, streamed text as it is produced (it comes with the results).
+streamed text as it is produced (it comes with the results).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from control.executor.protocol import (
 )
 from control.executor.ray import cluster
 from control.executor.ray.flow import Flow
+from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
 from control.executor.ray.slots import Slot
 
@@ -70,13 +72,15 @@ class RayExecutor:
         self._after: Callable[[], None] | None = None
         self._started = self._connected = False
         self._here = ""
+        self._nodes: NodeWatch  # from start: the nodes joining and leaving (.membership)
 
     # ---- lifecycle
 
     def start(self, on_event: EventListener | None = None, *,
               loop: asyncio.AbstractEventLoop | None = None,
               after_events: Callable[[], None] | None = None) -> None:  # fmt: skip
-        """Connect (or start a local head), find the devices, start one actor per device."""
+        """Connect (or start a local head), find the devices, start one actor per device; the
+        node table is read again on every tick (:mod:`.membership`)."""
         if self._started:
             raise ExecutorError("start() was already called on this executor")
         self._started = True
@@ -94,9 +98,8 @@ class RayExecutor:
             gpu_node = next(n["NodeID"] for n in nodes if n.get("Resources", {}).get("GPU"))
             gpu_mib = cluster.gpu_memory_mib(gpu_node)
         with self._lock:
-            for device, place in cluster.cluster_devices(nodes, driver, gpu_mib):
-                slot = self._flow.slots[device.device_id] = Slot(device, place)
-                self._flow.start_actor(slot)
+            self._nodes = NodeWatch(self._flow, self._pump, Membership(driver, gpu_mib))
+            self._nodes.begin(nodes)
         self._pump.start(self._deliver, loop)
 
     def _deliver(self, events: list[ExecutorEvent]) -> None:
@@ -109,7 +112,7 @@ class RayExecutor:
         deadline = self._now() + timeout_s
         while self._now() < deadline:
             with self._lock:
-                if all(s.up for s in self._flow.slots.values()):
+                if all(s.up or s.gone for s in self._flow.slots.values()):
                     return True
             threading.Event().wait(0.05)
         return False
@@ -129,7 +132,9 @@ class RayExecutor:
             ray.shutdown()
 
     def devices(self) -> list[DeviceInfo]:
-        return [s.device for s in self._flow.slots.values()]
+        """Those of ``start`` and those that joined since (a node that left keeps its own)."""
+        with self._lock:
+            return [s.device for s in self._flow.slots.values()]
 
     def worker_pid(self, device_id: str) -> int | None:
         with self._lock:
@@ -151,7 +156,9 @@ class RayExecutor:
         return slot
 
     def _tick(self) -> None:
-        """Pump thread, every heartbeat: status calls, queued releases, the store's packing."""
+        """Pump thread, every heartbeat: the node table, status calls, queued releases, the
+        store's packing."""
+        self._nodes.tick(ray.nodes())
         for slot in self._flow.slots.values():
             self._flow.ping(slot)
         for device_id, run_ids in self._flow.outputs.take_releases():

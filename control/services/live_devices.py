@@ -1,0 +1,44 @@
+"""Devices the live executor found for itself (a node of its cluster), in the device registry.
+
+A backend over a cluster reports the devices of the nodes it sees (at start, and as nodes
+join: ``DeviceJoined``); the live runtime hands each one to its ``on_device_joined`` hook and
+the wiring calls :func:`register_device`, so the registry (``GET /admin/devices``), the usage
+ledger's device ids and the live-config feed know it as they know a seeded device. Upsert by
+name: the node row (named by its cluster node id) is created when missing, the device row is
+created real (``is_real``) or, when it exists (a device seen by an earlier process), set
+``up`` again. Every write goes through the audited services (actor ``executor``). Blocking
+(database I/O): call it off the event loop.
+"""
+
+from __future__ import annotations
+
+from control.core.types import DeviceSpec
+from control.executor.protocol import DeviceInfo
+from control.services import Services
+
+ACTOR = "executor"
+
+
+def register_device(services: Services, info: DeviceInfo, spec: DeviceSpec) -> int:
+    """The registry's id of ``spec``'s device, after making sure it is there and up."""
+    labels = dict(info.labels)
+    nodes = services.nodes.list(name=spec.node_id)
+    if nodes:
+        node = nodes[0]
+        if node.status != "up":
+            services.nodes.update(ACTOR, node.id, status="up")
+    else:
+        node = services.nodes.create(ACTOR, name=spec.node_id, address=labels.get("address"),
+                                     labels={"cluster": True})  # fmt: skip
+    found = services.devices.list(name=spec.device_id)
+    if found:
+        if found[0].status != "up":
+            services.devices.update(ACTOR, found[0].id, status="up")
+        return found[0].id
+    precisions = ["fp32", "fp16", "bf16"] if info.kind == "cuda" else ["fp32"]
+    row = services.devices.create(
+        ACTOR, name=spec.device_id, node_id=node.id, kind=info.kind,
+        accelerator=spec.accelerator, memory_mib=spec.memory_mib, precisions=precisions,
+        interconnect_group=spec.interconnect_group, is_real=True, labels=labels,
+    )  # fmt: skip
+    return row.id
