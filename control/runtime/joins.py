@@ -2,8 +2,8 @@
 or was there at start without being in the blueprint (the fleet read from the database names
 the devices it knows; a backend over a cluster finds its own).
 
-Each joined device is described in core terms (:func:`~control.runtime.local_fleet.device_specs`:
-its node and NVLink domain are the core's topology domains), added to the runtime's blueprint
+Each joined device is described in core terms (:func:`spec_of`: its node and NVLink domain
+are the core's topology domains), added to the runtime's blueprint
 (so a restart of its worker restores it, and the live-config feed knows it), told to the
 runtime's ``on_device_joined`` hook (the wiring registers it in the device registry), given
 the runtime's index replicas, and announced to the core with ``DeviceUp``: from then on the
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from control.core.events import DeviceUp
 from control.core.types import DeviceSpec
 from control.executor.protocol import DeviceInfo
-from control.runtime.local_fleet import device_specs
 from control.runtime.state import Ingest, Record
 
 if TYPE_CHECKING:
@@ -32,6 +31,24 @@ log = logging.getLogger(__name__)
 #: The runtime's ``on_device_joined`` hook: the device as the executor reports it, and as the
 #: core sees it. Called on the loop thread; must not block.
 OnJoined = Callable[[DeviceInfo, DeviceSpec], None]
+
+#: the label of a device (``DeviceInfo.labels``) naming its NVLink domain, when a backend
+#: over a cluster knows it (the GPUs of one node share it)
+NVLINK_LABEL = "nvlink"
+
+
+def spec_of(d: DeviceInfo, node_id: str = "local") -> DeviceSpec:
+    """Core view of one executor device. A device of a cluster node (``DeviceInfo.node``) is
+    in that node (a topology domain) and in its NVLink domain (label ``nvlink``; else its
+    node, whose CPU slots share it) as its interconnect group; one without is on ``node_id``."""
+    return DeviceSpec(
+        device_id=d.device_id,
+        node_id=d.node or node_id,
+        kind="gpu" if d.kind == "cuda" else "cpu",
+        accelerator=d.kind,
+        memory_mib=d.memory_budget_mib,
+        interconnect_group=dict(d.labels).get(NVLINK_LABEL) or d.node or node_id,
+    )
 
 
 def adopt(rt: LiveRuntime) -> None:
@@ -61,7 +78,7 @@ def _add(rt: LiveRuntime, info: DeviceInfo) -> DeviceSpec | None:
     if info.memory_budget_mib <= 0:
         log.warning("device %s joined without a memory budget: not used", info.device_id)
         return None
-    (spec,) = device_specs([info])
+    spec = spec_of(info)
     rt.blueprint = replace(rt.blueprint, devices=(*rt.blueprint.devices, spec))
     log.info("device %s joined (node %s, group %s)", spec.device_id, spec.node_id,
              spec.interconnect_group)  # fmt: skip

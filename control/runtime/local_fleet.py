@@ -12,33 +12,18 @@ from collections.abc import Iterable, Sequence
 
 from control.core.types import DeviceSpec
 from control.executor.protocol import DeviceInfo
+from control.runtime.joins import spec_of
 from control.runtime.live import InitialReplica
 
 LOCAL_NODE = "local"
 
 
-#: the label of a device (``DeviceInfo.labels``) naming its NVLink domain, when a backend
-#: over a cluster knows it (the GPUs of one node share it)
-NVLINK_LABEL = "nvlink"
-
-
 def device_specs(
     devices: Iterable[DeviceInfo], node_id: str = LOCAL_NODE
 ) -> tuple[DeviceSpec, ...]:
-    """Core view of the executor's devices. A device of a cluster node (``DeviceInfo.node``)
-    is in that node (a topology domain) and its NVLink domain (label ``nvlink``; else its
-    node) is its interconnect group; one without is on ``node_id``, one group per host."""
-    return tuple(
-        DeviceSpec(
-            device_id=d.device_id,
-            node_id=d.node or node_id,
-            kind="gpu" if d.kind == "cuda" else "cpu",
-            accelerator=d.kind,
-            memory_mib=d.memory_budget_mib,
-            interconnect_group=dict(d.labels).get(NVLINK_LABEL) or d.node or node_id,
-        )
-        for d in devices
-    )
+    """Core view of the executor's devices: one interconnect group per host; a device of a
+    cluster node is in that node and its NVLink domain (:func:`~control.runtime.joins.spec_of`)."""
+    return tuple(spec_of(d, node_id) for d in devices)
 
 
 def one_of_each(model_keys: Sequence[str], device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
