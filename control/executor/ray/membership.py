@@ -124,7 +124,10 @@ class NodeWatch:
             for slot in self.flow.slots.values():
                 if slot.place.node_id != node_id or slot.gone:
                     continue
-                if slot.actor_hex:  # its actor (or the one restarted for it) is gone with it
+                if self.joining.pop(slot.device_id, None) is not None:  # never announced
+                    slot.generation += 1  # nothing ran there: its late replies are ignored
+                    slot.actor_hex, slot.up = "", False
+                elif slot.actor_hex:  # its actor (or the one restarted for it) is gone with it
                     self.flow.lost(slot, f"node {node_id[:NODE_PREFIX]} left the cluster")
                 slot.gone = True
         for device, place in change.joined:
