@@ -37,7 +37,9 @@ SPEC = {**RAG, "workflow": "rag:1"}
 
 class CountingExecutor:
     """A ``LocalExecutor`` that counts replica loads and step submissions per node, and never
-    passes on a batch of a node in ``hold`` (its steps stay in flight until the "crash")."""
+    passes on a batch of a node in ``hold`` (its steps stay in flight until the "crash").
+    With ``hold_up`` on, a restarted worker's ``WorkerUp`` waits for :meth:`release_up` (the
+    runtime hears of the device coming back only then)."""
 
     def __init__(self, inner: LocalExecutor, hold: frozenset[str] = frozenset()) -> None:
         self.inner = inner
@@ -45,6 +47,29 @@ class CountingExecutor:
         self.steps: Counter[str] = Counter()  # node -> items submitted (and run)
         self.loads: Counter[tuple[str, str]] = Counter()  # (model key, device) -> loads
         self.held = asyncio.Event()  # a batch of a held node came
+        self.hold_up = False
+        self.held_up: list[Any] = []  # WorkerUp events held back
+        self._deliver: Any = None
+
+    def start(self, on_event: Any = None, *, loop: Any = None, after_events: Any = None) -> None:
+        def deliver(event: Any) -> None:
+            if self.hold_up and type(event).__name__ == "WorkerUp":
+                self.held_up.append(event)
+                return
+            on_event(event)
+
+        self._deliver = (on_event, after_events)
+        self.inner.start(deliver, loop=loop, after_events=after_events)
+
+    def release_up(self) -> None:
+        """(loop thread) Deliver the held ``WorkerUp`` events and deliver the next at once."""
+        on_event, after_events = self._deliver
+        self.hold_up = False
+        held, self.held_up = self.held_up, []
+        for event in held:
+            on_event(event)
+        if after_events is not None:
+            after_events()
 
     def submit(self, batch: Any) -> None:
         nodes = {item.step.node_id for item in batch.items}
