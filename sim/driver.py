@@ -19,7 +19,7 @@ when ``keep_log`` is set, comparable to the plain replay driver's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -81,7 +81,6 @@ class TwinDriver:
         *,
         observer: Observer | None = None,
         keep_log: bool = False,
-        replicas_by_device: Mapping[str, tuple[tuple[str, tuple[str, ...]], ...]] | None = None,
     ) -> None:
         self.core = core
         self.executor = executor
@@ -96,8 +95,6 @@ class TwinDriver:
         self._down: set[str] = set()
         self._inflight: dict[str, tuple[Dispatch, Completion]] = {}
         self._free_at: dict[str, float] = {}  # static replica -> when its last batch ends
-        self._replicas_by_device = replicas_by_device or {}
-        self._revived = 0
         models = getattr(executor, "models", {})
         self._joins = frozenset(k for k, m in models.items() if m.continuous_batching)
         self._version: dict[str, int] = {}  # joined batch in flight -> its live completion
@@ -145,14 +142,9 @@ class TwinDriver:
             self.core.ingest(DeviceDown(ev.device_id, ev.reason), now)
         else:
             self._down.discard(ev.device_id)
+            # the core restores the device's replicas (``control.core.restore``): its loads
+            # come as ``LoadModel`` actions, as they do live
             self.core.ingest(DeviceUp(spec), now)  # type: ignore[arg-type]
-            for model_key, device_ids in self._replicas_by_device.get(ev.device_id, ()):
-                self._revived += 1
-                rid = f"{model_key}@{device_ids[0]}~r{self._revived}"
-                load = LoadModel(rid, model_key, device_ids, "hot", False, "re-apply placement")
-                ready = now + self.executor.load_us(load) / 1e6
-                loaded = ReplicaLoaded(rid, model_key, device_ids, "hot")
-                self.env.call_at(ready, partial(self._ingest, loaded))
         self._step_due = True
 
     # ----- the instant's step

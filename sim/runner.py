@@ -7,7 +7,6 @@ seed's workload through :class:`~sim.driver.TwinDriver` and the simulated execut
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from control.core.assembly import build_core
@@ -86,12 +85,10 @@ def prepare_seed(
     benchmark can time the replay alone."""
     latency = latency_model(scenario.latency)
     core = build_core(scenario.blueprint(seed), latency)
-    by_device: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
     for i, (model_key, device_ids, pool) in enumerate(scenario.replica_slots()):
         core.ingest(
             ReplicaLoaded(f"{model_key}@{device_ids[0]}#p{i}", model_key, device_ids, pool), 0.0
         )
-        by_device[device_ids[0]].append((model_key, device_ids))
     ex = SimExecutor(
         latency, {d.device_id: d for d in scenario.devices}, {m.key: m for m in scenario.models},
         scenario.executor, scenario.workload.routes, seed,
@@ -99,10 +96,7 @@ def prepare_seed(
     reqs = arrivals(scenario, seed) if requests is None else requests
     span = reqs[-1].at if reqs else 1.0
     rec = Recorder(scenario.cost, output_nodes(scenario), bucket_s=max(span / 20, 1e-3))
-    driver = TwinDriver(
-        core, ex, observer=rec, keep_log=keep_log,
-        replicas_by_device={k: tuple(v) for k, v in by_device.items()},
-    )  # fmt: skip
+    driver = TwinDriver(core, ex, observer=rec, keep_log=keep_log)
     every = max(span / samples, 1e-3) if samples else None
     return PreparedSeed(rec, driver, reqs, span * 20 + 3600.0, every, scenario.fleet_events)
 

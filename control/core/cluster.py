@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from control.core.state import DeviceRecord, InflightBatch, ReplicaRecord
-from control.core.types import ReplicaState
+from control.core.types import ModelSpec, ReplicaState
 
 
 class Cluster:
@@ -28,6 +28,9 @@ class Cluster:
         self.dropped_batches: set[str] = set()  # batches failed by the core (late results ignored)
         self.preload: Counter[str] = Counter()  # speculative loads: issued, hits, misses
         self.evicted_loading: set[str] = set()  # loads cancelled by the core (late reports)
+        #: device down -> its replicas to restore when it is up again (``core.restore``):
+        #: (model, pool, replicas of the model serving before the loss, why it went down)
+        self.lost: dict[str, list[tuple[ModelSpec, str, int, str]]] = {}
 
     def devices_changed(self) -> None:
         """Call after adding a device or replacing a device's spec (its pool may change)."""

@@ -13,6 +13,7 @@ from control.core.events import ReplicaLoaded
 from control.core.parts import ActionLog, Catalog, Queues, Runs
 from control.core.queueing import dequeue
 from control.core.recovery import recompute_lost
+from control.core.restore import note_lost
 from control.core.runs import fail_step
 from control.core.state import DeviceRecord, ReplicaRecord
 from control.core.types import DeviceSpec, ReplicaState
@@ -95,6 +96,8 @@ def device_down(
     dev = cluster.devices.get(device_id)
     if dev is None:
         raise UnknownDeviceError(device_id)
+    if dev.up:
+        note_lost(cluster, device_id, reason)  # restored when it is up again
     dev.up = False
     for rid in sorted(dev.replicas):
         fail_replica(

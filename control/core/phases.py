@@ -21,6 +21,7 @@ from control.core.fleet import device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
+from control.core.restore import restore_lost
 from control.core.run_bounds import RUN_BOUND, arm_bound, expire
 from control.core.run_stops import cancel, preempt
 from control.core.runs import admit, fail_step, on_item_done
@@ -48,6 +49,9 @@ def run_phases(st: CoreState, now: float) -> None:
     if rolling or pol.config.scale_to_zero_idle_s is not None:
         # otherwise nothing to roll out and nothing scales to zero
         placement(pol, catalog, inbox, cluster, queues, rollouts, timers, ids, log, now)
+    log.phase = "loads"
+    if cluster.lost:  # devices back up: their replicas first, so routing waits for them
+        restore_lost(pol, cluster, ids, log, now)
     log.phase = "routing"
     if queues.ready or queues.pending:
         routing(pol, catalog, runs, cluster, queues, ids, log, now)

@@ -102,7 +102,6 @@ class LiveRuntime:
         self.metrics = metrics or RuntimeMetrics()
         self.runs: dict[str, RunState] = {}
         self.index_replicas: dict[str, dict[str, str]] = {}
-        self._home: dict[str, list[tuple[str, str, str]]] = {}  # device -> replicas to restore
         self._restarts: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
         self._node_cache: dict[str, tuple[dict[str, str], dict[str, str], frozenset[str]]] = {}
@@ -182,7 +181,6 @@ class LiveRuntime:
         loads: list[Coroutine[Any, Any, object]] = []
         for i, p in enumerate(self.placement):
             rid = f"{p.model_key}@{p.device_id}/init{i}"
-            self._home.setdefault(p.device_id, []).append((rid, p.model_key, p.pool))
             ref = self.model_refs[p.model_key]
             loads.append(self.actuator.load_replica(rid, ref, p.device_id, (p.model_key, p.pool)))
         for index in self.config.indexes:
@@ -287,14 +285,13 @@ class LiveRuntime:
             by_device.pop(device_id, None)
 
     def _worker_up(self, device_id: str) -> list[Record]:
-        """A worker restarted: the device is up again; restore the replicas placed on it."""
+        """A worker restarted: the device is up again. The core decides which replicas go
+        back on it (``control.core.restore``: its ``LoadModel`` actions); the runtime only
+        reloads the vector indexes, which the core does not place."""
         specs = {d.device_id: d for d in self.blueprint.devices}
         if device_id not in specs or self.actuator is None:
             return []
         n = self._restarts[device_id] = self._restarts.get(device_id, 0) + 1
-        for rid, model_key, pool in self._home.get(device_id, []):
-            ref, key = self.model_refs[model_key], (model_key, pool)
-            self.actuator.spawn(self.actuator.load_replica(f"{rid}.{n}", ref, device_id, key))
         for index in self.config.indexes:
             self.actuator.spawn(self._load_index(index, device_id, n))
         return [Ingest(DeviceUp(specs[device_id]))]

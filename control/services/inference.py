@@ -114,6 +114,7 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         self.started = False
         self.recovered: list[str] = []  # failed by the restart
         self.resumed: list[str] = []
+        self._reopened: dict[str, tuple] = {}  # see RecoveryMixin._reopen
         self._live: dict[str, LiveRun] = {}
         self._recent: OrderedDict[str, rec.RequestRecord] = OrderedDict()
 
@@ -180,7 +181,7 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
         if sub.existing:
             return Started(sub.request, existing=True)
         record = sub.request
-        self._start(call, key, record)
+        self._start(call, key, record, self._reopened_steps(record.id))
         return Started(record, existing=False)
 
     async def _start_unkeyed(self, call: RunCall, key: str) -> Started:

@@ -7,14 +7,16 @@ client's idempotency key, so its steps' idempotency keys are those of the first 
 ledger's ``(request, node, attempt)`` key drops every step billed before the crash. Any other
 open run is failed with :data:`~control.services.run_records.RESTART_FAILURE`, which a repeat
 of its idempotency key (same body) overrides by reopening the request: it runs again under its
-own request id, so the ledger drops every step billed before the restart.
+own request id, so the ledger drops every step billed before the restart, and the steps it
+completed before (kept for ``KEPT_STEPS_MAX_AGE_S``) are handed to the rerun as done, as a
+resumed run's are: they are neither run nor billed again.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from control.runtime.types import KeptOutput
@@ -28,6 +30,9 @@ log = logging.getLogger(__name__)
 #: Default of ``resume_max_age_s``: a run older than this is failed, not resumed (its client
 #: has long given up; a retry with its key runs it again).
 RESUME_MAX_AGE_S = 3600.0
+#: How long the kept steps of a run failed by a restart wait for a repeat of its key; after
+#: that the repeat runs every step again (the ledger still bills each step once).
+KEPT_STEPS_MAX_AGE_S = 24 * 3600.0
 
 
 class RecoveryMixin:
@@ -39,6 +44,9 @@ class RecoveryMixin:
     resume_max_age_s: float
     recovered: list[str]
     resumed: list[str]
+    clock: Any
+    #: the kept steps of each run reopened by a repeat of its key, until its rerun starts
+    _reopened: dict[str, tuple[KeptOutput, ...]]
 
     def _recover(self, now: datetime) -> list[recovery.OpenRun]:
         """(db thread) Requeue the open runs that can be resumed, fail the others; returns
@@ -49,7 +57,8 @@ class RecoveryMixin:
             failed = [run.record.id for run in found if run not in resume]
             recovery.requeue(session, [run.record.id for run in resume])
             resume = recovery.with_steps(session, resume)
-            recovery.fail(session, failed, error=RESTART_FAILURE, finished_at=now)
+            recovery.fail(session, failed, error=RESTART_FAILURE, finished_at=now,
+                          keep_since=now - timedelta(seconds=KEPT_STEPS_MAX_AGE_S))  # fmt: skip
         if failed:
             log.warning("failed %d run(s) an earlier process left open (retryable)", len(failed))
         if resume:
@@ -60,17 +69,27 @@ class RecoveryMixin:
 
     async def _reopen(self, found: Any, inputs: dict[str, Any]) -> Any:
         """A repeat of the key of ``found``, a run failed by a restart: reopened to run again
-        under its own request id (so no step billed before the restart is billed again);
-        None when another repeat reopened it first."""
+        under its own request id (so no step billed before the restart is billed again),
+        its kept steps noted in ``_reopened`` for :meth:`_reopened_steps`; None when another
+        repeat reopened it first."""
+        keep_since = self.clock.utcnow() - timedelta(seconds=KEPT_STEPS_MAX_AGE_S)
 
-        def reopen() -> bool:
+        def reopen() -> list[dict[str, Any]] | None:
             with session_scope(self.factory) as session:
-                return recovery.reopen(session, found, error=RESTART_FAILURE, inputs=inputs)
+                return recovery.reopen(session, found, error=RESTART_FAILURE, inputs=inputs,
+                                       keep_since=keep_since)  # fmt: skip
 
-        if not await self.writer.run_in_db_thread(reopen):  # type: ignore[attr-defined]
+        steps = await self.writer.run_in_db_thread(reopen)  # type: ignore[attr-defined]
+        if steps is None:
             return None
+        self._reopened[found.id] = tuple(kept_output(step) for step in steps)
         return replace(found, status="queued", error=None, finished_at=None, started_at=None,
                        first_token_at=None, result=None)  # fmt: skip
+
+    def _reopened_steps(self, request_id: str) -> tuple[KeptOutput, ...]:
+        """The steps a reopened run completed before the restart (taken once; () for any
+        other run): its rerun gets them as done."""
+        return self._reopened.pop(request_id, ())
 
     def _resumable(self, run: recovery.OpenRun, now: datetime) -> bool:
         record = run.record

@@ -89,9 +89,7 @@ def test_device_failure_reroutes_and_recovery_reloads():
     reqs = _arrivals(60, 20.0)
     core, lat, devs = _core(0, hot_llm=True)
     ex = SimExecutor(lat, devs, {m.key: m for m in b.MODELS})
-    twin = TwinDriver(
-        core, ex, keep_log=True, replicas_by_device={"d000": (("minilm:1", ("d000",)),)}
-    )
+    twin = TwinDriver(core, ex, keep_log=True)  # the core restores d000's replicas itself
     twin.run(
         [Arrival(t, r) for t, r in reqs],
         fleet_events=[FleetEvent(0.5, "down", "d000"), FleetEvent(1.0, "up", "d000")],

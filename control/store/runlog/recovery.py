@@ -4,7 +4,9 @@ or reopens them. Every function works inside the caller's session and never comm
 A run left open is either resumed (its row goes back to ``queued`` and it runs again under its
 own request id, so the ledger's ``(request, node, attempt)`` key drops every step billed
 before the crash) or failed; either way the inputs of ended requests are purged, so the
-``run_inputs`` table holds only what an open run still needs.
+``run_inputs`` table holds only what an open run still needs. The kept steps (``run_steps``)
+of a run failed retryably by a restart stay until a repeat of its key reopens it (they are
+handed to the rerun as done: not run, not billed again), its rerun ends, or they expire.
 """
 
 from __future__ import annotations
@@ -62,13 +64,20 @@ def with_steps(session: Session, runs: list[OpenRun]) -> list[OpenRun]:
     """``runs`` with the steps each completed before the crash."""
     if not runs:
         return runs
+    by_run = kept_steps(session, [r.record.id for r in runs])
+    return [OpenRun(r.record, r.inputs, tuple(by_run.get(r.record.id, ()))) for r in runs]
+
+
+def kept_steps(session: Session, request_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The kept steps (``run_steps`` rows but ``request_id``) of each of ``request_ids``, in
+    the order they were recorded."""
     by_run: dict[str, list[dict[str, Any]]] = {}
-    query = (select(STEPS).where(STEPS.c.request_id.in_([r.record.id for r in runs]))
+    query = (select(STEPS).where(STEPS.c.request_id.in_(request_ids))
              .order_by(STEPS.c.recorded_at, STEPS.c.node_id, STEPS.c.chunk))  # fmt: skip
     for row in session.execute(query):
         m = dict(row._mapping)
         by_run.setdefault(m.pop("request_id"), []).append(m)
-    return [OpenRun(r.record, r.inputs, tuple(by_run.get(r.record.id, ()))) for r in runs]
+    return by_run
 
 
 def requeue(session: Session, request_ids: list[str]) -> None:
@@ -81,33 +90,48 @@ def requeue(session: Session, request_ids: list[str]) -> None:
         )
 
 
-def fail(session: Session, request_ids: list[str], *, error: str, finished_at: Any) -> None:
-    """Fail open requests with ``error`` (and drop their inputs)."""
+def fail(
+    session: Session, request_ids: list[str], *, error: str, finished_at: Any, keep_since: Any
+) -> None:
+    """Fail open requests with ``error`` (a retryable one: a restart's) and drop their inputs;
+    their kept steps stay for a repeat of the key (see :func:`purge_ended_inputs`)."""
     if request_ids:
         session.execute(
             update(REQUESTS)
             .where(REQUESTS.c.id.in_(request_ids), REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
             .values(status="failed", error=error, finished_at=finished_at)
         )
-    purge_ended_inputs(session)
+    purge_ended_inputs(session, retryable=error, keep_since=keep_since)
 
 
-def purge_ended_inputs(session: Session) -> None:
-    """Delete the inputs and kept steps of every request that has ended (a crash between a run's end and
-    its inputs' delete cannot happen, one transaction holds both; this covers rows of a
-    request ended by another path, such as an operator's)."""
+def purge_ended_inputs(session: Session, *, retryable: str, keep_since: Any) -> None:
+    """Delete the inputs and kept steps of every request that has ended (a crash between a
+    run's end and its inputs' delete cannot happen, one transaction holds both; this covers
+    rows of a request ended by another path, such as an operator's), except the kept steps of
+    a request failed with ``retryable`` at or after ``keep_since``: a repeat of its key reruns
+    it past them."""
     still_open = select(REQUESTS.c.id).where(REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES))
     session.execute(delete(INPUTS).where(INPUTS.c.request_id.not_in(still_open)))
-    session.execute(delete(STEPS).where(STEPS.c.request_id.not_in(still_open)))
+    kept = select(REQUESTS.c.id).where(
+        REQUESTS.c.status.in_(lifecycle.OPEN_STATUSES)
+        | ((REQUESTS.c.status == "failed") & (REQUESTS.c.error == retryable)
+           & (REQUESTS.c.finished_at >= keep_since))
+    )  # fmt: skip
+    session.execute(delete(STEPS).where(STEPS.c.request_id.not_in(kept)))
 
 
 def reopen(
-    session: Session, record: rec.RequestRecord, *, error: str, inputs: dict[str, Any]
-) -> bool:
+    session: Session, record: rec.RequestRecord, *, error: str, inputs: dict[str, Any],
+    keep_since: Any,
+) -> list[dict[str, Any]] | None:  # fmt: skip
     """Put a request failed with ``error`` (a restart's) back to ``queued`` with ``inputs``
     recorded again, so it runs again under its own id (the ledger's ``(request, node,
-    attempt)`` key drops every step billed before); False when it is not (or no longer) so
-    failed: another retry reopened it first."""
+    attempt)`` key drops every step billed before); returns its kept steps (none when it
+    failed before ``keep_since``: they expired), to be handed to the rerun as done. None when
+    it is not (or no longer) so failed: another retry reopened it first."""
+    expired = select(REQUESTS.c.id).where(REQUESTS.c.id == record.id,
+                                          REQUESTS.c.finished_at < keep_since)  # fmt: skip
+    session.execute(delete(STEPS).where(STEPS.c.request_id.in_(expired)))
     done = session.execute(
         update(REQUESTS)
         .where(REQUESTS.c.id == record.id, REQUESTS.c.status == "failed",
@@ -116,8 +140,8 @@ def reopen(
                 first_token_at=None, result=None)
     )  # fmt: skip
     if done.rowcount != 1:
-        return False
+        return None
     session.execute(delete(INPUTS).where(INPUTS.c.request_id == record.id))
     row = {"request_id": record.id, "tenant_id": record.tenant_id, **inputs}
     session.execute(insert(INPUTS).values(row))
-    return True
+    return kept_steps(session, [record.id]).get(record.id, [])
