@@ -70,13 +70,18 @@ def _counted_us(steps: object, rank: int) -> int:
 
 
 def model_delay_s(
-    cluster: Cluster, queues: Queues, model_key: str, priority_class: str, now: float
-) -> float | None:
+    cluster: Cluster, queues: Queues, model_key: str, priority_class: str, now: float,
+    kept: frozenset[str] = frozenset(),
+) -> float | None:  # fmt: skip
     """Predicted queue delay (s) of a new step of ``model_key`` of ``priority_class``, or None
-    when the model has no routable replica (a cold start: no backlog to predict from)."""
+    when the model has no routable replica (a cold start: no backlog to predict from). The
+    backlog is spread over the replicas the class may use: not those in ``kept`` (a headroom
+    reservation holds them for other classes), unless that leaves none."""
     replicas = [r for r in cluster.by_model.get(model_key, {}).values() if r.routable]
     if not replicas:
         return None
+    if kept:
+        replicas = [r for r in replicas if r.replica_id not in kept] or replicas
     rank = priority_rank(priority_class)
     everything = rank == len(PRIORITY_CLASSES) - 1  # the least urgent class waits for all
     pending = queues.pending.get(model_key)
@@ -94,13 +99,14 @@ def model_delay_s(
 
 
 def predicted_delay_s(
-    cluster: Cluster, queues: Queues, models: frozenset, priority_class: str, now: float
-) -> tuple[float, str] | None:
+    cluster: Cluster, queues: Queues, models: frozenset, priority_class: str, now: float,
+    kept: frozenset[str] = frozenset(),
+) -> tuple[float, str] | None:  # fmt: skip
     """The longest predicted delay over a run's first models, with that model; None if none
-    can be predicted."""
+    can be predicted (``kept``: as for ``model_delay_s``)."""
     worst: tuple[float, str] | None = None
     for key in sorted(m for m in models if m):
-        delay = model_delay_s(cluster, queues, key, priority_class, now)
+        delay = model_delay_s(cluster, queues, key, priority_class, now, kept)
         if delay is not None and (worst is None or delay > worst[0]):
             worst = (delay, key)
     return worst
@@ -108,14 +114,15 @@ def predicted_delay_s(
 
 def capacity_refusal(
     config: CapacityAdmissionConfig, cluster: Cluster, queues: Queues, models: frozenset,
-    priority_class: str, deadline: float | None, now: float,
+    priority_class: str, deadline: float | None, now: float, kept: frozenset[str] = frozenset(),
 ) -> CapacityRefusal | None:  # fmt: skip
     """A refusal when the run's predicted queue delay (times the margin) already exceeds the
     time to its deadline; None to admit (setting off, no deadline, nothing predicted).
-    ``retry_after_s`` is the predicted drain time of the backlog ahead of it."""
+    ``retry_after_s`` is the predicted drain time of the backlog ahead of it; ``kept``: the
+    replicas headroom keeps from the run's class (``headroom_fit.kept_from``)."""
     if not config.enabled or deadline is None:
         return None
-    worst = predicted_delay_s(cluster, queues, models, priority_class, now)
+    worst = predicted_delay_s(cluster, queues, models, priority_class, now, kept)
     if worst is None:
         return None
     delay, model_key = worst

@@ -112,6 +112,22 @@ def fitting(
     return ok or candidates
 
 
+def kept_from(
+    pol: Policies, cluster: Cluster, models: frozenset, priority_class: str
+) -> frozenset[str]:
+    """Replicas of ``models`` a step of ``priority_class`` may not be bound to now (their
+    reservation holds them for other classes): admission spreads the class's backlog over the
+    others (``capacity.model_delay_s``)."""
+    if not pol.reserved_devices:
+        return frozenset()
+    kept: list[str] = []
+    for key in sorted(m for m in models if m):
+        for rec in cluster.by_model.get(key, {}).values():
+            if not fits(pol, cluster, rec, priority_class):
+                kept.append(rec.replica_id)
+    return frozenset(kept)
+
+
 def room_classes(
     pol: Policies, cluster: Cluster, rooms: Mapping[str, int]
 ) -> dict[str, frozenset[str]]:

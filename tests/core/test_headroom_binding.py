@@ -114,3 +114,23 @@ def test_a_reserved_share_of_a_pool_leaves_the_flood_one_device_and_critical_the
 def test_a_borrowable_reservation_lends_its_device_to_the_flood():
     core = _core(frozenset({"d001"}), borrowable=True)
     assert _flood_on(_flood(core, 0.0)) == {"d000", "d001"}
+
+
+def test_admission_spreads_a_lower_class_backlog_only_over_the_devices_it_may_use():
+    from control.core.actions import Reject
+    from control.core.capacity import model_delay_s
+
+    core = _core(frozenset({"d001"}))
+    _flood(core, 0.0, n=60)
+    st, now = core._st, 0.001
+    everywhere = model_delay_s(st.cluster, st.queues, EMB.key, "batch", now)
+    shared_only = model_delay_s(st.cluster, st.queues, EMB.key, "batch", now, frozenset({"r1"}))
+    assert everywhere is not None and shared_only is not None and shared_only > everywhere
+    late = Request("f-late", "flood", "only-emb", "batch", now + (everywhere + shared_only) / 2,
+                   prompt_tokens=400)  # fmt: skip
+    core.submit(late, now)
+    (rej,) = [r for r in core.step(now).of_type(Reject) if r.request_id == "f-late"]
+    assert "over capacity" in rej.reason and rej.retry_after_s == pytest.approx(shared_only)
+    core.submit(Request("vip-2", "vip", "only-emb", "critical", now + 0.05, prompt_tokens=400),
+                now)  # fmt: skip
+    assert not [r for r in core.step(now).of_type(Reject) if r.request_id == "vip-2"]

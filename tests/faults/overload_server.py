@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from control.api.settings import GatewayConfig
-from control.executor.protocol import ModelRef
+from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import InitialReplica
 from tests.api.conftest import ADMIN_TOKEN
 from tests.app.stack import serve_in_thread
@@ -22,15 +22,40 @@ from tests.support.live_gateway import live_app, live_world, seed_embed_fleet
 
 REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
 FLOODERS = ("f1", "f2", "f3")
+DEVICES = ("cpu:0", "cpu:1")  # one worker each; cpu:1 is the critical class's headroom
 
 
-def _seed(services) -> dict[str, str]:  # noqa: ANN001
+#: The critical tenant's headroom, as an operator sets it (``POST /admin/headroom``): half of
+#: the one-slot pool of ``cpu:1`` (at most half a pool may be reserved), i.e. that whole
+#: device, held for the critical class and lent to no one.
+HEADROOM = {"name": "critical-headroom", "reserved_milli": 500,
+            "allowed_classes": ["critical"], "borrowable": False}  # fmt: skip
+
+
+def _seed(services) -> tuple[dict[str, str], int]:  # noqa: ANN001
+    """Two CPU devices with the tiny embedder, the tenants and their keys; returns the keys
+    and the id of the device the headroom reservation will cover."""
     seed_embed_fleet(services, max_batch_size=1, max_batch_tokens=8192)
+    (node,) = services.nodes.list(name="local")
+    reserved = services.devices.create("test", name="cpu:1", node_id=node.id, kind="cpu",
+                                       memory_mib=2048, precisions=["fp32"], is_real=True)  # fmt: skip
     keys = {}
     for name, cls in [("vip", "critical"), *((f, "batch") for f in FLOODERS)]:
         tenant = services.tenants.create("test", name=name, weight=1, priority_class=cls)
         keys[name] = services.api_keys.create_key("test", tenant.id).plaintext
-    return keys
+    return keys, reserved.id
+
+
+def _reserve(url: str, device_id: int) -> str:
+    """The headroom reservation through the admin API of the running gateway; returns what
+    the live core said of it (``X-Legato-Live-Config``)."""
+    import httpx
+
+    body = {**HEADROOM, "selector": {"device_ids": [device_id]}}
+    r = httpx.post(f"{url}/admin/headroom", json=body, timeout=30,
+                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
+    r.raise_for_status()
+    return r.headers.get("X-Legato-Live-Config", "")
 
 
 async def _flood(url: str, key: str, seconds: float, callers: int) -> list[list]:
@@ -77,14 +102,17 @@ def main() -> None:
     root, template, timeout_s = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     torch.set_num_threads(1)
     world = live_world(root, template, archs=("bert",))
-    keys = _seed(world.services)
+    keys, reserved = _seed(world.services)
     config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s,
-                           capacity_lower_class_path_s=0.02)  # fmt: skip
+                           capacity_lower_class_path_s=0.005)  # fmt: skip
     app = live_app(world, REFS, config, memory_mib=2048,
-                   placement=[InitialReplica("tiny-embed:1", "cpu:0")],
+                   placement=[InitialReplica("tiny-embed:1", d) for d in DEVICES],
+                   devices=[DeviceInfo(d, "cpu", i, 2048, cpu_core=i)
+                            for i, d in enumerate(DEVICES)],
                    start_with_app=True)  # fmt: skip
     served = serve_in_thread(app)
-    print(json.dumps({"url": served.url, "keys": keys}), flush=True)
+    live = _reserve(served.url, reserved)
+    print(json.dumps({"url": served.url, "keys": keys, "headroom": live}), flush=True)
     threading.Thread(target=sys.stdin.read, daemon=True).start()
     sys.stdin.read()
     served.stop()

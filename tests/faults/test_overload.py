@@ -50,6 +50,7 @@ def gateway(tmp_path_factory, _sqlite_template):
         line = proc.stdout.readline()
         assert line, "the overload gateway did not start"
         started = json.loads(line)
+        assert started["headroom"].startswith("applied"), started["headroom"]
         yield started["url"], started["keys"]
     finally:
         assert proc.stdin is not None
