@@ -35,8 +35,9 @@ class CapacityAdmissionConfig:
         default=None,
         metadata={
             "help": "headroom in time on the gateway's own path: a run of a class below the "
-            "most urgent one is refused while the path's predicted delay exceeds this, so the "
-            "critical class finds the path (nearly) empty under overload. None: off (only "
+            "most urgent one is refused while the path's predicted delay exceeds this, or "
+            "while a call of the most urgent class is on the path, so the critical class "
+            "finds the path (nearly) empty under overload. None: off (only "
             "the deadline counts; a small value refuses lower classes in ordinary bursts)"
         },
     )
@@ -138,24 +139,27 @@ def capacity_refusal(
 
 def path_refusal(
     config: CapacityAdmissionConfig, in_flight: int, per_request_s: float, priority_class: str,
-    left_s: float | None,
+    left_s: float | None, urgent_in_flight: int = 0,
 ) -> CapacityRefusal | None:  # fmt: skip
     """The door's decision on the gateway's own path (HTTP, auth, record, settle, commits),
     before the run reaches the core's queues: ``in_flight`` requests are on that path and it
     answers one every ``per_request_s`` (measured), so a new one is predicted to wait
     ``in_flight * per_request_s``. Refused when that (times the margin) exceeds the ``left_s``
     its caller waits, or, for a class below the most urgent, the ``lower_class_path_s``
-    headroom. None to admit (setting off, nothing measured yet)."""
+    headroom, or while ``urgent_in_flight`` calls of the most urgent class are on the path
+    (with the headroom set: a critical call then shares the path with no lower-class call
+    admitted after it). None to admit (setting off, nothing measured yet)."""
     if not config.enabled or per_request_s <= 0 or in_flight <= 0:
         return None
     delay = in_flight * per_request_s
     lower = priority_rank(priority_class) > 0
+    headroom = config.lower_class_path_s
     if left_s is not None and delay * config.margin > left_s:
         why = f"longer than the {max(0.0, left_s):.2f} s its caller waits"
-    elif lower and config.lower_class_path_s is not None and delay > config.lower_class_path_s:
-        why = (
-            f"past the {config.lower_class_path_s:.3f} s the gateway keeps for more urgent classes"
-        )
+    elif lower and headroom is not None and delay > headroom:
+        why = f"past the {headroom:.3f} s the gateway keeps for more urgent classes"
+    elif lower and headroom is not None and urgent_in_flight > 0:
+        why = f"and {urgent_in_flight} call(s) of the most urgent class are on it"
     else:
         return None
     return CapacityRefusal(
