@@ -73,7 +73,8 @@ async def start_run(
     assert who.tenant_id is not None and who.tenant_name is not None
     inference = inference_of(gw)
     door = door_of(gw)
-    refusal = door.check(inference.catalog.priority_of(who.tenant_name), timeout_s)
+    priority_class = inference.catalog.priority_of(who.tenant_name)
+    refusal = door.check(priority_class, timeout_s)
     if refusal is not None:  # refused before the run log or the core see it
         raise ApiError(429, "rejected", f"not admitted: {refusal.reason}",
                        headers={"Retry-After": str(max(1, math.ceil(refusal.retry_after_s)))})  # fmt: skip
@@ -94,7 +95,9 @@ async def start_run(
     )
     started = await inference.submit(call)
     if announce_at_end and not started.existing:
-        door.hold(started.request.id)  # the caller waits on the path until settled()
+        door.hold(
+            started.request.id, priority_class
+        )  # the caller waits on the path until settled()
     return started
 
 

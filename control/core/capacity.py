@@ -35,8 +35,9 @@ class CapacityAdmissionConfig:
         default=None,
         metadata={
             "help": "headroom in time on the gateway's own path: a run of a class below the "
-            "most urgent one is refused while the path's predicted delay exceeds this, so the "
-            "critical class finds the path (nearly) empty under overload. None: off (only "
+            "most urgent one is refused while the path's predicted delay exceeds this, or "
+            "while a call of the most urgent class is on the path, so the critical class "
+            "finds the path (nearly) empty under overload. None: off (only "
             "the deadline counts; a small value refuses lower classes in ordinary bursts)"
         },
     )
@@ -70,13 +71,18 @@ def _counted_us(steps: object, rank: int) -> int:
 
 
 def model_delay_s(
-    cluster: Cluster, queues: Queues, model_key: str, priority_class: str, now: float
-) -> float | None:
+    cluster: Cluster, queues: Queues, model_key: str, priority_class: str, now: float,
+    kept: frozenset[str] = frozenset(),
+) -> float | None:  # fmt: skip
     """Predicted queue delay (s) of a new step of ``model_key`` of ``priority_class``, or None
-    when the model has no routable replica (a cold start: no backlog to predict from)."""
+    when the model has no routable replica (a cold start: no backlog to predict from). The
+    backlog is spread over the replicas the class may use: not those in ``kept`` (a headroom
+    reservation holds them for other classes), unless that leaves none."""
     replicas = [r for r in cluster.by_model.get(model_key, {}).values() if r.routable]
     if not replicas:
         return None
+    if kept:
+        replicas = [r for r in replicas if r.replica_id not in kept] or replicas
     rank = priority_rank(priority_class)
     everything = rank == len(PRIORITY_CLASSES) - 1  # the least urgent class waits for all
     pending = queues.pending.get(model_key)
@@ -94,13 +100,14 @@ def model_delay_s(
 
 
 def predicted_delay_s(
-    cluster: Cluster, queues: Queues, models: frozenset, priority_class: str, now: float
-) -> tuple[float, str] | None:
+    cluster: Cluster, queues: Queues, models: frozenset, priority_class: str, now: float,
+    kept: frozenset[str] = frozenset(),
+) -> tuple[float, str] | None:  # fmt: skip
     """The longest predicted delay over a run's first models, with that model; None if none
-    can be predicted."""
+    can be predicted (``kept``: as for ``model_delay_s``)."""
     worst: tuple[float, str] | None = None
     for key in sorted(m for m in models if m):
-        delay = model_delay_s(cluster, queues, key, priority_class, now)
+        delay = model_delay_s(cluster, queues, key, priority_class, now, kept)
         if delay is not None and (worst is None or delay > worst[0]):
             worst = (delay, key)
     return worst
@@ -108,14 +115,15 @@ def predicted_delay_s(
 
 def capacity_refusal(
     config: CapacityAdmissionConfig, cluster: Cluster, queues: Queues, models: frozenset,
-    priority_class: str, deadline: float | None, now: float,
+    priority_class: str, deadline: float | None, now: float, kept: frozenset[str] = frozenset(),
 ) -> CapacityRefusal | None:  # fmt: skip
     """A refusal when the run's predicted queue delay (times the margin) already exceeds the
     time to its deadline; None to admit (setting off, no deadline, nothing predicted).
-    ``retry_after_s`` is the predicted drain time of the backlog ahead of it."""
+    ``retry_after_s`` is the predicted drain time of the backlog ahead of it; ``kept``: the
+    replicas headroom keeps from the run's class (``headroom_fit.kept_from``)."""
     if not config.enabled or deadline is None:
         return None
-    worst = predicted_delay_s(cluster, queues, models, priority_class, now)
+    worst = predicted_delay_s(cluster, queues, models, priority_class, now, kept)
     if worst is None:
         return None
     delay, model_key = worst
@@ -131,24 +139,27 @@ def capacity_refusal(
 
 def path_refusal(
     config: CapacityAdmissionConfig, in_flight: int, per_request_s: float, priority_class: str,
-    left_s: float | None,
+    left_s: float | None, urgent_in_flight: int = 0,
 ) -> CapacityRefusal | None:  # fmt: skip
     """The door's decision on the gateway's own path (HTTP, auth, record, settle, commits),
     before the run reaches the core's queues: ``in_flight`` requests are on that path and it
     answers one every ``per_request_s`` (measured), so a new one is predicted to wait
     ``in_flight * per_request_s``. Refused when that (times the margin) exceeds the ``left_s``
     its caller waits, or, for a class below the most urgent, the ``lower_class_path_s``
-    headroom. None to admit (setting off, nothing measured yet)."""
+    headroom, or while ``urgent_in_flight`` calls of the most urgent class are on the path
+    (with the headroom set: a critical call then shares the path with no lower-class call
+    admitted after it). None to admit (setting off, nothing measured yet)."""
     if not config.enabled or per_request_s <= 0 or in_flight <= 0:
         return None
     delay = in_flight * per_request_s
     lower = priority_rank(priority_class) > 0
+    headroom = config.lower_class_path_s
     if left_s is not None and delay * config.margin > left_s:
         why = f"longer than the {max(0.0, left_s):.2f} s its caller waits"
-    elif lower and config.lower_class_path_s is not None and delay > config.lower_class_path_s:
-        why = (
-            f"past the {config.lower_class_path_s:.3f} s the gateway keeps for more urgent classes"
-        )
+    elif lower and headroom is not None and delay > headroom:
+        why = f"past the {headroom:.3f} s the gateway keeps for more urgent classes"
+    elif lower and headroom is not None and urgent_in_flight > 0:
+        why = f"and {urgent_in_flight} call(s) of the most urgent class are on it"
     else:
         return None
     return CapacityRefusal(

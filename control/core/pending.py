@@ -74,11 +74,20 @@ class PendingQueue(Generic[S]):
         self.us -= step.est_us
         return True
 
-    def take(self, limit: int, tenancy: TenancyPolicy, now: float) -> list[S]:
-        """Remove and return up to ``limit`` steps in the tenancy half's service order."""
+    def take(
+        self, limit: int, tenancy: TenancyPolicy, now: float,
+        classes: frozenset[str] | None = None,
+    ) -> list[S]:  # fmt: skip
+        """Remove and return up to ``limit`` steps in the tenancy half's service order; with
+        ``classes``, only steps of those priority classes (what a reserved replica may take)."""
         if limit <= 0 or not self.entries:
             return []
-        heads = {t: [e[2].work for e in own[:limit]] for t, own in self.by_tenant.items()}
+        if classes is None:
+            heads = {t: [e[2].work for e in own[:limit]] for t, own in self.by_tenant.items()}
+        else:
+            heads = self._heads_of(limit, classes)
+            if not heads:
+                return []
         chosen = tenancy.select(heads, limit, now)
         entries = self.entries
         steps = [entries[w.key][2] for w in chosen]
@@ -103,6 +112,22 @@ class PendingQueue(Generic[S]):
             del entries[s.key]
             self.us -= s.est_us
         return steps
+
+    def _heads_of(self, limit: int, classes: frozenset[str]) -> dict[str, list[QueuedWork]]:
+        """Each tenant's leading ``limit`` steps of the priority ``classes`` (tenants with
+        none left out)."""
+        heads: dict[str, list[QueuedWork]] = {}
+        for tenant, own in self.by_tenant.items():
+            picked: list[QueuedWork] = []
+            for e in own:
+                work = e[2].work
+                if work.priority_class in classes:
+                    picked.append(work)
+                    if len(picked) >= limit:
+                        break
+            if picked:
+                heads[tenant] = picked
+        return heads
 
     def ordered(self, tenancy: TenancyPolicy, now: float) -> list[S]:
         """Every step in service order, without removing any (for snapshots: O(n log n))."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from control.core.binding import park, rooms_of, unpark
 from control.core.cluster import Cluster
 from control.core.context import Policies
+from control.core.headroom_fit import bind_kept, fitting, kept_rooms
 from control.core.latency import LatencyModel, service_us
 from control.core.lifecycle import pick_variant
 from control.core.loads import load_us, start_load
@@ -101,6 +102,7 @@ def route(
             return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     demand = _demand(step)
     ctx = queues.routing_context(now, pol.latency, pol.config.transfer)
+    candidates = fitting(pol, cluster, candidates, step.work.priority_class)
     choice = pol.routing.choose(demand, candidates, ctx)
     target: ReplicaRecord | None = None
     if choice is not None and late and not choice.affinity:
@@ -173,7 +175,11 @@ def bind_pending(
     for model_key in keys:
         queue = pending[model_key]
         rooms = rooms_of(pol, cluster, model_key, now)
-        if rooms:
+        fit = kept_rooms(pol, cluster, rooms) if rooms and pol.reserved_devices else None
+        if fit is not None:  # a reservation holds rooms back: one step at a time
+            bind = lambda s, r: _bind(pol, cluster, queues, log, s, r, now)  # noqa: E731
+            bind_kept(pol, cluster, queue, rooms, fit, bind, now)
+        elif rooms:
             total = sum(rooms.values())
             taken = queue.take(total, pol.tenancy, now)
             for step in taken:

@@ -17,6 +17,7 @@ from control.core.context import Policies
 from control.core.dag import lineage, resume
 from control.core.dag.run import CompiledDag, DagRun, StepRef
 from control.core.dag.spec import NodeSpec
+from control.core.headroom_fit import kept_from
 from control.core.loads import preload_for_run
 from control.core.parts import ActionLog, Catalog, Ids, Queues, Runs
 from control.core.queueing import dequeue
@@ -68,9 +69,10 @@ def admit(
     """Ask tenancy; start the run (its ready nodes become steps, the models its later nodes
     need may be preloaded) or emit a Reject with its reason."""
     dag = catalog.workflows[req.workflow]
+    kept = kept_from(pol, cluster, dag.first_models, req.priority_class)
     full = capacity_refusal(
         pol.config.capacity_admission, cluster, queues, dag.first_models, req.priority_class,
-        req.deadline, now,
+        req.deadline, now, kept,
     )  # fmt: skip
     if full is not None:  # before tenancy: a refused run takes no quota or tokens
         log.counters["runs.refused_capacity"] += 1

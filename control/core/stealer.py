@@ -12,6 +12,7 @@ from __future__ import annotations
 from control.core.actions import MoveStep
 from control.core.cluster import Cluster
 from control.core.context import Policies
+from control.core.headroom_fit import fits
 from control.core.latency import LatencyModel
 from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Ids, Queues
@@ -59,6 +60,8 @@ def steal_into(
     for step in reversed(list(victim.queue.values())):
         if moved >= cap:
             break
+        if not fits(pol, cluster, thief, step.work.priority_class):
+            continue  # the thief's reservation holds its slots back from this class
         victim_wait = victim.wait_us(now) - step.est_us
         decision = price_steal(
             victim_wait, thief_wait, load,
