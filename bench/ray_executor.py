@@ -97,7 +97,7 @@ def local_figure(n: int) -> float:
         ex.stop()
 
 
-def ray_figures(n: int, served: Served) -> dict:
+def ray_figures(n: int, served: Served | None) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -123,8 +123,9 @@ def ray_figures(n: int, served: Served) -> dict:
             out["moved"] = ex.transfer_totals()
         finally:
             ex.stop()
-        config = RayExecutorConfig(cache_dir=str(batching.CACHE.resolve()), poll_queue=False)
-        out["served"] = served.figure(RayExecutor(config))
+        if served is not None:
+            config = RayExecutorConfig(cache_dir=str(batching.CACHE.resolve()), poll_queue=False)
+            out["served"] = served.figure(RayExecutor(config))
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -181,12 +182,14 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=40)
     parser.add_argument("--level-seconds", type=float, default=8.0)
     parser.add_argument("--calibrate", action="store_true", help="write the measured transfer")
+    parser.add_argument("--hops-only", action="store_true", help="skip the served figures")
     args = parser.parse_args()
-    served = Served(args.level_seconds)
+    served = None if args.hops_only else Served(args.level_seconds)
     local = local_figure(args.chains)
-    local_served = served.figure()
+    local_served = served.figure() if served else {"served_per_s": None, "levels": None}
     ray_ = ray_figures(args.chains, served)
-    local_per_s, ray_per_s = local_served["served_per_s"], ray_["served"]["served_per_s"]
+    ray_served = ray_.get("served", {"served_per_s": None, "levels": None})
+    local_per_s, ray_per_s = local_served["served_per_s"], ray_served["served_per_s"]
     figures = {
         "hops": HOPS, "chains": args.chains,
         "local_us_per_hop_p50": round(local), "ray_us_per_hop_p50": round(ray_["same"]),
@@ -195,9 +198,10 @@ def main() -> None:
         "ray_bytes_moved": ray_["moved"],
         "local_served_per_s": local_per_s, "ray_served_per_s": ray_per_s,
         "ray_vs_local": round(ray_per_s / local_per_s, 3) if local_per_s else None,
-        "served_slo_p99_s": SLO_S, "served_batch_size": served.size,
-        "minilm_burst_per_s": {b: round(r, 1) for b, r in served.rates.items()},
-        "local_levels": local_served["levels"], "ray_levels": ray_["served"]["levels"],
+        "served_slo_p99_s": SLO_S, "served_batch_size": served.size if served else None,
+        "minilm_burst_per_s": {b: round(r, 1) for b, r in served.rates.items()} if served
+        else None,
+        "local_levels": local_served["levels"], "ray_levels": ray_served["levels"],
         "levels_are": "(offered/s, carried/s, p99 s, failed)",
         "load_avg_1m": batching.load_average(),
     }  # fmt: skip
