@@ -75,7 +75,14 @@ from control.core.dag.spec import dag_from_dict  # noqa: E402
 from control.core.latency import LatencyRow, TableLatencyModel  # noqa: E402
 from control.core.types import ModelSpec, Request  # noqa: E402
 from control.executor.host import ExecutorConfig, LocalExecutor  # noqa: E402
-from control.executor.protocol import BatchItem, DeviceInfo, GenParams, ModelRef, StepKey  # noqa: E402
+from control.executor.protocol import (  # noqa: E402
+    BatchItem,
+    DeviceInfo,
+    Executor,
+    GenParams,
+    ModelRef,
+    StepKey,
+)
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig  # noqa: E402
 from control.runtime.local_fleet import device_specs  # noqa: E402
 from control.runtime.types import RunRequest  # noqa: E402
@@ -193,10 +200,13 @@ def profile(case: dict, rates: dict[int, float]) -> TableLatencyModel:
     )
 
 
-def runtime(name: str, case: dict, max_batch: int, rates: dict[int, float]) -> LiveRuntime:
+def runtime(name: str, case: dict, max_batch: int, rates: dict[int, float],
+            ex: Executor | None = None) -> LiveRuntime:  # fmt: skip
+    """The case's one-step workflow on device ``cpu:0`` of ``ex`` (default: a local worker)."""
     devices = [DeviceInfo("cpu:0", "cpu", 0, 4096, CORE)]
-    ex = LocalExecutor(ExecutorConfig(cache_dir=str(CACHE), use_cuda=False, poll_queue=False),
-                       devices)  # fmt: skip
+    if ex is None:
+        ex = LocalExecutor(ExecutorConfig(cache_dir=str(CACHE), use_cuda=False,
+                                          poll_queue=False), devices)  # fmt: skip
     node = {"id": "n", "task": case["task"], "model": "m:1", "params": case["params"]}
     wf = {"workflow": name, "inputs": {"x": "text"}, "nodes": [node],
           "edges": [{"from": "input.x", "to": f"n.{case['field']}"}]}  # fmt: skip

@@ -18,6 +18,9 @@ from typing import Annotated, Any
 
 import typer
 
+from control.commands import executor_flags
+from control.commands.executor_flags import ExecutorOption, RayAddressOption
+
 log = logging.getLogger("legato.api")
 #: The demo tenants ``make up`` seeds; the load generator's default.
 DEMO_TENANTS = ("acme", "globex", "initech")
@@ -30,18 +33,23 @@ def api(
     drain: Annotated[
         float, typer.Option(help="seconds open requests get to finish when stopping")
     ] = 15.0,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Serve the API gateway (tenant inference + admin API) until interrupted.
 
     SIGTERM or SIGINT stop it in order: open requests get at most ``drain`` seconds, then the
     runtime and the executor stop (the executor asks each worker to stop and kills one that
     does not). Killed outright, it leaves no worker behind either: a worker ends when its pipe
-    to this process closes (:mod:`control.executor.host.workers`)."""
+    to this process closes (:mod:`control.executor.host.workers`). With ``--executor ray``
+    the devices are the actors of a Ray cluster (``--ray-address``, else a local Ray head this
+    process starts and stops)."""
     import uvicorn
 
     from control.config import get_settings
     from control.wiring.gateway import build_gateway
 
+    executor_flags.apply(executor, ray_address)
     settings = get_settings()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     app = build_gateway(with_runtime=runtime)

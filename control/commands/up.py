@@ -29,7 +29,9 @@ import typer
 
 from app import links
 from control.clock import monotonic, wall_time
+from control.commands import executor_flags
 from control.commands.console import console_url
+from control.commands.executor_flags import ExecutorOption, RayAddressOption
 from control.commands.supervise import Child, ChildExited, Stopping, Supervisor
 from control.config import Settings, get_settings
 from control.services import demo_fleet
@@ -126,10 +128,15 @@ def up(
     exit_when_ready: Annotated[
         bool, typer.Option(help="stop everything once all parts are up (a smoke test)")
     ] = False,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
 ) -> None:
-    """Prepare the database, seed the demo and start API, executor, demo load and console."""
+    """Prepare the database, seed the demo and start API, executor, demo load and console.
+    ``--executor ray`` runs the executor on a Ray cluster (``--ray-address``, else a local
+    head the API starts); the flags reach the API through its environment."""
     from control.services.seed import seed_demo
 
+    executor_flags.apply(executor, ray_address)
     settings = get_settings()
     env = server_environment(settings)
     url = settings.resolved_database_url()

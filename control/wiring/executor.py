@@ -1,13 +1,28 @@
-"""The executor on this machine's devices, from settings."""
+"""The executor the settings select, and what the core learns from measuring it.
+
+:func:`with_measured_transfer`: on the Ray executor the core's cost of an input crossing
+nodes (``TransferCosts.other_node_us``) is the one measured on this cluster by
+``python bench/ray_executor.py --calibrate`` (``<var_dir>/calibration/ray_transfer.json``),
+not the assumed default; without a calibration the default stays and a warning says so.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from control.config import Settings
 from control.executor.host import ExecutorConfig, LocalExecutor
 from control.executor.host.devices import discover_devices
 from control.executor.protocol import DeviceInfo, Executor
+from control.wiring.live import LiveOptions
+
+log = logging.getLogger(__name__)
+#: where ``bench/ray_executor.py --calibrate`` writes the measured transfer, under var_dir
+TRANSFER_CALIBRATION = Path("calibration") / "ray_transfer.json"
 
 
 def local_devices(settings: Settings) -> list[DeviceInfo]:
@@ -46,3 +61,21 @@ def local_executor(
         poll_queue=False,
     )
     return LocalExecutor(config, found)
+
+
+def with_measured_transfer(options: LiveOptions, settings: Settings) -> LiveOptions:
+    """``options`` with the core's cross-node transfer cost measured on the Ray cluster (the
+    module doc); unchanged on the local executor (its devices share one node)."""
+    if settings.executor != "ray":
+        return options
+    path = settings.var_dir / TRANSFER_CALIBRATION
+    try:
+        measured = int(json.loads(path.read_text())["other_node_us"])
+    except (OSError, ValueError, KeyError, TypeError):
+        log.warning("no transfer calibration at %s: the core assumes %d us per cross-node "
+                    "input (run python bench/ray_executor.py --calibrate)", path,
+                    options.core_config.transfer.other_node_us)  # fmt: skip
+        return options
+    core = options.core_config
+    transfer = replace(core.transfer, other_node_us=max(0, measured))
+    return replace(options, core_config=replace(core, transfer=transfer))

@@ -27,7 +27,7 @@ from control.services import Services
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
 from control.store.records import RequestRecord
-from control.wiring.executor import build_executor
+from control.wiring.executor import build_executor, with_measured_transfer
 from control.wiring.live import (
     LiveOptions,
     LiveParts,
@@ -113,7 +113,7 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url)}
-    options = live_options(gateway)
+    options = with_measured_transfer(live_options(gateway), settings)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
                        extras=extras)  # fmt: skip

@@ -13,6 +13,8 @@ topology domain) and labels: the node's address and, for a GPU, its type and its
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,11 +49,16 @@ def connect(settings: RaySettings) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # ray.init replaces this process's SIGTERM handler with a bare exit: keep the server's
+    # (uvicorn's drains and stops the executor)
+    sigterm = signal.getsignal(signal.SIGTERM)
     if settings.address:
         ray.init(address=settings.address, log_to_driver=False)
     else:
         ray.init(num_cpus=settings.num_cpus, include_dashboard=False, log_to_driver=False,
                  object_store_memory=settings.object_store_mib * 1024 * 1024)  # fmt: skip
+    if threading.current_thread() is threading.main_thread() and sigterm is not None:
+        signal.signal(signal.SIGTERM, sigterm)
     return True
 
 
