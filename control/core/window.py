@@ -7,11 +7,14 @@ owner is still held (``keep``) and a horizon after, whichever is longer.
 
 It keeps no key strings. A key is its 8-byte blake2b digest (a Python int), and time is cut
 into ``buckets`` spans of ``horizon / buckets``: the keys of the span now running sit in a dict
-(digest -> owner); when the span ends they are sealed into a sorted ``array('Q')`` of digests,
-8 bytes a key, searched with ``bisect``, and a sealed span is dropped whole once its last
-instant is older than the horizon. A key is thus remembered for at least ``horizon`` and at
-most one span more, and a window full of keys costs about ``8 + 60 / buckets`` bytes a key
-(the open span's dict is the dearer part), not the ~330 of a dict of strings with their times.
+(digest -> owner); when the span ends they are sealed into an ``array('Q')`` of digests, 8
+bytes a key, and a sealed span is dropped whole once its last instant is older than the
+horizon. The sealed spans are searched through one sorted ``array('Q')`` of all their digests
+(one ``bisect``, a few microseconds), rebuilt when a span is sealed or dropped (once a span: a
+merge of sorted runs, tens of milliseconds for a quarter million keys). A key is thus
+remembered for at least ``horizon`` and at most one span more, and a window full of keys costs
+about ``16 + 60 / buckets`` bytes a key (the open span's dict is the dearer part), not the ~330
+of a dict of strings with their times.
 
 Two different keys share a digest with probability 2**-64: a lookup among ``n`` keys answers
 "seen" for a key never added with probability below ``n * 2**-64`` (under 1e-13 for a million
@@ -29,6 +32,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from hashlib import blake2b
+from itertools import chain
 
 #: Sealed keys held at most (8 bytes each: 16 MiB), about 2,200 new keys a second for 900 s.
 DEFAULT_CAP = 2_000_000
@@ -68,6 +72,7 @@ class RecentKeys:
         self._open_index = 0  # the open span: [index * span, (index + 1) * span)
         self._sealed: deque[tuple[float, array[int]]] = deque()  # (span end, sorted digests)
         self._sealed_keys = 0
+        self._index: array[int] = array("Q")  # every sealed digest, sorted
         self._held: dict[int, str] = {}  # digest -> owner, sealed while its owner was held
 
     def __contains__(self, key: object) -> bool:
@@ -79,11 +84,9 @@ class RecentKeys:
     def _has(self, d: int) -> bool:
         if d in self._open or d in self._held:
             return True
-        for _, keys in self._sealed:
-            i = bisect_left(keys, d)
-            if i < len(keys) and keys[i] == d:
-                return True
-        return False
+        index = self._index
+        i = bisect_left(index, d)
+        return i < len(index) and index[i] == d
 
     def add(self, key: str, now: float, owner: str | None = None) -> None:
         """Remember ``key`` from ``now`` on (again, if it was already), then forget what is
@@ -91,24 +94,34 @@ class RecentKeys:
         self.prune(now)
         owned = "" if self._keep is None else (key if owner is None else owner)
         self._open[digest(key)] = owned
-        if len(self._open) >= self.cap:
-            self._seal()  # a flood inside one span: sealed early, so the cap holds
+        if len(self._open) >= self.cap:  # a flood inside one span: sealed early, capped
+            self._seal()
+            self._reindex()
 
     def prune(self, now: float) -> None:
         """Seal the open span if ``now`` is past it, and forget every sealed span whose last
         instant is more than ``horizon`` before ``now``."""
+        changed = False
         index = int(now // self.span)
         if index > self._open_index:
-            self._seal()
+            changed = self._seal()
             self._open_index = index
         cutoff = now - self.horizon
         sealed = self._sealed
         while sealed and sealed[0][0] <= cutoff:
             self._sealed_keys -= len(sealed.popleft()[1])
+            changed = True
+        if changed:
+            self._reindex()
 
-    def _seal(self) -> None:
+    def _reindex(self) -> None:
+        """Rebuild the sorted index of the sealed spans (a merge of their sorted runs)."""
+        self._index = array("Q", sorted(chain.from_iterable(keys for _, keys in self._sealed)))
+
+    def _seal(self) -> bool:
         """Move the open span's keys into a sorted array, those of held owners into ``held``;
-        the held keys whose owner is now released start a horizon again in the next span."""
+        the held keys whose owner is now released start a horizon again in the next span.
+        Whether the sealed spans changed."""
         keep, held = self._keep, self._held
         released: dict[int, str] = {}
         if keep is not None:
@@ -123,11 +136,13 @@ class RecentKeys:
             else:
                 keys.append(d)
         self._open = released
-        if keys:
-            keys.sort()
-            self._sealed.append(((self._open_index + 1) * self.span, array("Q", keys)))
-            self._sealed_keys += len(keys)
+        if not keys:
+            return False
+        keys.sort()
+        self._sealed.append(((self._open_index + 1) * self.span, array("Q", keys)))
+        self._sealed_keys += len(keys)
         while self._sealed_keys > self.cap and self._sealed:
             dropped = len(self._sealed.popleft()[1])
             self._sealed_keys -= dropped
             self.evicted += dropped
+        return True
