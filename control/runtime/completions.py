@@ -8,7 +8,7 @@ complete when all its items are back.
 
 Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
 never for a failed attempt and never for a replayed answer. The keys billed are remembered in a
-bounded window (:class:`~control.core.window.RecentKeys`, 64-bit digests, about 10 bytes a key):
+bounded window (:class:`~control.core.window.RecentKeys`, 64-bit digests, about 20 bytes a key):
 for ``billed_window_s`` of the runtime's clock after billing, and in any case while their run
 is active and a window after it ended (a run that ended is billed no more: its results are
 dropped). When a key has fallen out of the window (or its digest met another's, p < 1e-13),
@@ -52,7 +52,7 @@ _LOST_WITH_WORKER = frozenset({"worker_down", "hang"})
 #: ended: longer than any retry of a step or wait on an idempotency key (a sync wait is at most
 #: 600 s), so a second success of one key inside it (a retry run again on a restarted worker,
 #: which lost the executor's memory of the key) is not billed; past it the ledger's unique key
-#: backs it. 245k keys a window at the soak's rate cost ~2.5 MB (they cost ~77 MB as strings).
+#: backs it. 245k keys a window at the soak's rate cost ~5 MB (they cost ~77 MB as strings).
 BILLED_WINDOW_S = 900.0
 
 
