@@ -24,7 +24,14 @@ Not yet covered: multi-step workflow runs in the mix (only the embedding route i
 The load generator runs in the gateway's process (httpx on the same loop), so capacity is what
 gateway plus client manage together on these cores.
 
-Run: ``python bench/soak.py [--minutes 20] [--kill-every-s 120]``. Never run as a timed test.
+The warm-up baseline is honest about windows that fill: the runtime's billed keys and the
+core's request ids are remembered for 900 s, so they fill for 15 minutes after it; they are
+compact (``control.core.window``) so that a full window is a few MB, not a moved baseline.
+``--trace FRAMES`` runs the gateway under tracemalloc and prints to stderr what grew between
+the warm-up and the end, by traceback (slow: its figures are not comparable).
+
+Run: ``python bench/soak.py [--minutes 20] [--kill-every-s 120] [--trace 8]``. Never run as a
+timed test.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ import shutil
 import signal
 import sys
 import tempfile
+import tracemalloc
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -56,6 +65,48 @@ TENANTS = ("bench", "soak-b", "soak-c")
 TIMEOUT_S = 30.0
 #: What each call that was never answered with a success got back (status and body head).
 REASONS: Counter = Counter()
+#: ``--trace``: tracemalloc snapshots by name (``warm``, ``end``).
+SNAPSHOTS: dict = {}
+
+
+class Calls:
+    """The open loop's record of its calls, (start, ms, status) each, in three arrays: 18 bytes
+    a call. It lives in the gateway's process (the load runs on its loop), where a list of
+    tuples (~120 bytes a call, ~24 MB in 20 minutes) counted in the gateway's RSS growth."""
+
+    def __init__(self) -> None:
+        self.start, self.ms, self.status = array("d"), array("d"), array("h")
+
+    def append(self, call: tuple[float, float, int]) -> None:
+        self.start.append(call[0])
+        self.ms.append(call[1])
+        self.status.append(call[2])
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+    def __iter__(self):  # noqa: ANN204
+        return zip(self.start, self.ms, self.status, strict=True)
+
+
+def _snap(rss: dict, name: str, pid: int | None) -> None:
+    """Sample RSS (gateway, worker) under ``name``; with ``--trace`` a tracemalloc snapshot too."""
+    rss[name] = (_rss_kib(os.getpid()), _rss_kib(pid))
+    if tracemalloc.is_tracing():
+        SNAPSHOTS[name] = tracemalloc.take_snapshot().filter_traces(
+            (tracemalloc.Filter(False, tracemalloc.__file__),)
+        )
+
+
+def _trace_report(top: int = 25) -> None:
+    """Print to stderr what grew between the warm-up and the end snapshots, by traceback."""
+    warm, end = SNAPSHOTS.get("warm"), SNAPSHOTS.get("end")
+    if warm is None or end is None:
+        return
+    for stat in end.compare_to(warm, "traceback")[:top]:
+        print(f"{stat.size_diff / 1024:+10.1f} KiB {stat.count_diff:+8d} blocks", file=sys.stderr)
+        for line in stat.traceback.format(limit=6, most_recent_first=True):
+            print("    " + line, file=sys.stderr)
 
 
 def _rss_kib(pid: int | None) -> int:
@@ -68,7 +119,7 @@ def _rss_kib(pid: int | None) -> int:
     return 0
 
 
-async def _call(client: httpx.AsyncClient, key: str, n: int, out: list) -> None:
+async def _call(client: httpx.AsyncClient, key: str, n: int, out) -> None:  # noqa: ANN001
     start = perf_counter()
     try:
         r = await client.post("/v1/embeddings", headers={"Authorization": f"Bearer {key}"},
@@ -108,7 +159,7 @@ async def _killer(worker, every_s: float, end: float, kills: list) -> None:  # n
 
 async def _open_loop(client, keys, rate, seconds, worker, kill_every_s):  # noqa: ANN001, ANN202
     """Poisson arrivals at ``rate``/s; RSS sampled after warm-up and at the end."""
-    out: list = []
+    out = Calls()
     kills: list = []
     t0 = perf_counter()
     end = t0 + seconds
@@ -119,13 +170,13 @@ async def _open_loop(client, keys, rate, seconds, worker, kill_every_s):  # noqa
     n = 0
     while (now := perf_counter()) < end:
         if "warm" not in rss and now - t0 >= warm:
-            rss["warm"] = (_rss_kib(os.getpid()), _rss_kib(worker()))
+            _snap(rss, "warm", worker())
         task = asyncio.ensure_future(_call(client, keys[n % len(keys)], n, out))
         pending.add(task)
         task.add_done_callback(pending.discard)
         n += 1
         await asyncio.sleep(random.expovariate(rate))
-    rss["end"] = (_rss_kib(os.getpid()), _rss_kib(worker()))
+    _snap(rss, "end", worker())
     killer.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     return out, kills, rss, t0
@@ -202,5 +253,17 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--kill-every-s", type=float, default=120.0)
+    parser.add_argument(
+        "--trace",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="tracemalloc with FRAMES frames: print what grew after warm-up "
+        "to stderr (slows the gateway: its figures are not comparable)",
+    )
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(main(args.minutes, args.kill_every_s))))
+    if args.trace:
+        tracemalloc.start(args.trace)
+    result = asyncio.run(main(args.minutes, args.kill_every_s))
+    _trace_report()
+    print(json.dumps(result))

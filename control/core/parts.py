@@ -30,7 +30,11 @@ from control.core.types import BatchResult, ModelSpec, Request
 from control.core.window import RecentKeys
 
 #: How long (core seconds) a request id is remembered after its submission for the duplicate
-#: check (an active run's id is refused for as long as it runs, see ``ControlCore.submit``).
+#: check (an active run's id is refused for as long as it runs, see ``ControlCore.submit``):
+#: longer than any resubmission of one id by a driver (a sync wait is at most 600 s). Ids are
+#: kept as 64-bit digests (``RecentKeys``, ~20 bytes an id, not ~330); past the window the
+#: gateway's ids are fresh uuids and a client's retry is caught by the requests table's unique
+#: ``(tenant, idempotency key)`` before it reaches the core.
 REQUEST_IDS_KEPT_S = 900.0
 
 #: A canary split: model key -> (served version, integer weight) pairs.

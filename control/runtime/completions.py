@@ -8,9 +8,11 @@ complete when all its items are back.
 
 Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
 never for a failed attempt and never for a replayed answer. The keys billed are remembered in a
-bounded window (:class:`~control.core.window.RecentKeys`): for ``billed_window_s`` of the
-runtime's clock after billing, and in any case while their run is active (a run that ended is
-billed no more, so its keys need not outlive the window).
+bounded window (:class:`~control.core.window.RecentKeys`, 64-bit digests, about 20 bytes a key):
+for ``billed_window_s`` of the runtime's clock after billing, and in any case while their run
+is active and a window after it ended (a run that ended is billed no more: its results are
+dropped). When a key has fallen out of the window (or its digest met another's, p < 1e-13),
+the ledger's unique ``(request, node, attempt)`` still refuses a second entry.
 
 A worker that dies (cause ``worker_down``) or hangs (cause ``hang``) reports its items
 failed-retriable and then ``WorkerDown``. The failures are held until the ``WorkerDown`` so the
@@ -48,8 +50,11 @@ log = logging.getLogger(__name__)
 #: Failure causes that come with a ``WorkerDown`` of the item's device.
 _LOST_WITH_WORKER = frozenset({"worker_down", "hang"})
 
-#: How long (seconds) a billed key is remembered after its run ended: longer than any retry
-#: of a step or wait on an idempotency key (a sync wait is at most 600 s).
+#: How long (seconds) a billed key is remembered after billing, and at least after its run
+#: ended: longer than any retry of a step or wait on an idempotency key (a sync wait is at most
+#: 600 s), so a second success of one key inside it (a retry run again on a restarted worker,
+#: which lost the executor's memory of the key) is not billed; past it the ledger's unique key
+#: backs it. 245k keys a window at the soak's rate cost ~5 MB (they cost ~77 MB as strings).
 BILLED_WINDOW_S = 900.0
 
 
@@ -143,6 +148,7 @@ class Completions:
 
     def first_bill(self, key: str, run_id: str, now: float) -> bool:
         """Whether ``key`` is billed now for the first time (then it is remembered)."""
+        self.billed.prune(now)
         if key in self.billed:
             return False
         self.billed.add(key, now, run_id)

@@ -55,7 +55,7 @@ def test_the_billed_keys_are_bounded_by_the_window():
     done, _ = _completions({}, window_s=60.0)
     for i in range(10_000):  # ten keys a second for 1000 s, of runs already ended
         assert done.first_bill(f"k{i}", f"run-{i}", i / 10.0)
-    assert len(done.billed) <= 601  # not 10,000
+    assert len(done.billed) <= 640  # not 10,000: the window and one span (60 / 16 s)
     assert not done.first_bill("k9990", "run-9990", 1000.0)  # inside the window: caught
 
 
@@ -67,5 +67,7 @@ def test_a_key_of_a_run_still_active_outlives_the_window():
         done.first_bill(f"k{i}", f"ended-{i}", 10.0 * i)
     assert not done.first_bill("long-step", "long", 1000.0)  # its run is active: still known
     del runs["long"]
-    done.first_bill("later", "ended", 2000.0)
+    done.first_bill("later", "ended", 2000.0)  # its run ended: kept a window from now on
+    assert "long-step" in done.billed
+    done.first_bill("much-later", "ended", 2070.0)
     assert "long-step" not in done.billed and len(done.billed) == 1
