@@ -43,3 +43,25 @@ def test_a_result_is_packed_at_the_tick_and_answers_replays_before_and_after() -
     assert unpack_result(store.stored("key-2")) == replace(results[2], output=None)
     assert store.replay("key-2") == replace(results[2], output=None, replayed=True)
     assert store.keys() == ["key-1", "key-2"]  # packing keeps the order
+
+
+def test_a_released_run_forgets_its_keys_and_other_runs_keep_theirs() -> None:
+    ex = LocalExecutor(ExecutorConfig(idempotency_capacity=100))  # not started: no workers
+    store = ex._store
+    results = [ItemResult(StepKey(run, node), f"{run}/{node}/1", "rep-1", "cpu:0", True)
+               for run in ("run-a", "run-b") for node in ("embed", "gen")]  # fmt: skip
+    ex._dispatch.finish(None, results)
+    ex._inbound.tick()  # packed: the release forgets packed results too
+    ex.release_run("run-a")
+    assert store.keys() == ["run-b/embed/1", "run-b/gen/1"]
+    assert store.replay("run-a/embed/1") is None  # a later submit of it would run
+    assert store.replay("run-b/gen/1") == replace(results[3], replayed=True)
+    assert store.release_run("run-a") == 0 and store.release_run("run-b") == 2
+    assert len(store) == 0
+
+
+def test_the_run_index_is_bounded_like_the_keys() -> None:
+    ex = LocalExecutor(ExecutorConfig(idempotency_capacity=3))
+    ex._dispatch.finish(None, [ItemResult(StepKey(f"run-{i}", "embed"), f"k{i}", "rep-1",
+                                          "cpu:0", True) for i in range(10)])  # fmt: skip
+    assert len(ex._store) == 3 and len(ex._store._by_run) == 3

@@ -195,6 +195,7 @@ class LocalExecutor:
     def release_run(self, run_id: str) -> None:
         with self._lock:
             self._outputs.release_run(run_id)
+            self._store.release_run(run_id)
 
     # ---- events
 

@@ -94,8 +94,9 @@ class Executor(Protocol):
         or None (then ask :meth:`fetch_output`). Never waits."""
 
     def release_run(self, run_id: str) -> None:
-        """Forget every output of a finished run (a fetch fails from now on); the devices
-        holding them drop them soon after."""
+        """Forget every output of a finished run (a fetch fails from now on) and the stored
+        results of its keys (a later submit of one runs again: nothing submits a finished run's
+        keys); the devices holding the outputs drop them soon after."""
 
     def heartbeat(self) -> list[WorkerStatus]:
         """The latest status of every device's worker."""

@@ -261,6 +261,7 @@ class RayExecutor:
         with self._lock:
             self._flow.outputs.release_run(run_id)
             self._flow.moves.release_run(run_id)
+            self._flow.store.release_run(run_id)
 
     def moved_bytes(self, run_id: str, node_id: str) -> int:
         """Bytes of this step's inputs that moved here from other actors (object store)."""
