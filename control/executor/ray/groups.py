@@ -90,7 +90,9 @@ class Groups:
                 late(f"tp_degree {k}: the placement group of {k} bundles ({need} MiB each) on "
                      f"node {node_id[:8]} was not ready within {READY_S:.0f} s")  # fmt: skip
 
-        threading.Timer(READY_S, pump.call, (check,)).start()
+        timer = threading.Timer(READY_S, pump.call, (check,))
+        timer.daemon = True  # never keeps the process alive
+        timer.start()
 
     def devices(self, replica_id: str) -> tuple[str, ...]:
         held = self.held.get(replica_id)
