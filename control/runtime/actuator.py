@@ -41,6 +41,7 @@ from control.core.actions import (
 )
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.executor.protocol import Executor, ExecutorError, ModelRef
+from control.executor.protocol.executor import replica_devices
 from control.runtime import mapping
 from control.runtime.completions import Completions, call_now
 from control.runtime.dispatch import HOST, Dispatcher
@@ -145,15 +146,15 @@ class Actuator:
             reason = f"no local weights for {a.model_key} (declared only)"
             self.put(Ingest(ReplicaLoadFailed(a.replica_id, reason)))
             return
-        self.spawn(self.load_replica(a.replica_id, ref, a.device_ids[0], None))
+        self.spawn(self.load_replica(a.replica_id, ref, a.device_ids[0], None, a.device_ids))
 
-    async def load_replica(
-        self, replica_id: str, ref: ModelRef, device: str, adopt: tuple[str, str] | None
-    ) -> bool:
+    async def load_replica(self, replica_id: str, ref: ModelRef, device: str,
+                           adopt: tuple[str, str] | None, group: tuple[str, ...] = ()) -> bool:  # fmt: skip
         """Load on the executor; ingest the outcome. ``adopt`` = (model key, pool) for a replica
-        the core did not ask for (start-up placement, restoring after a worker restart)."""
+        the core did not ask for (start-up placement, restoring after a worker restart).
+        ``group``: all the devices of a multi-device (tensor parallel) replica: it holds them all."""
         try:
-            report = await asyncio.wrap_future(self.ex.load(replica_id, ref, device))
+            report = await asyncio.wrap_future(self.ex.load(replica_id, ref, device, group=group))
         except ExecutorError as err:
             self.put(Ingest(ReplicaLoadFailed(replica_id, str(err))))
             return False
@@ -165,7 +166,8 @@ class Actuator:
         if adopt is None:
             self.put(Ingest(ReplicaLoaded(replica_id)))
         else:
-            self.put(Ingest(ReplicaLoaded(replica_id, adopt[0], (device,), adopt[1])))
+            self.put(Ingest(ReplicaLoaded(replica_id, adopt[0], replica_devices(device, group),
+                                          adopt[1])))  # fmt: skip
         return True
 
     def _evict(self, a: EvictReplica, now: float) -> None:

@@ -48,6 +48,7 @@ class InitialReplica:
     model_key: str
     device_id: str
     pool: str = "hot"
+    group: tuple[str, ...] = ()  # all its devices when it spans several (tensor parallel)
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,8 @@ class LiveRuntime:
         for i, p in enumerate(self.placement):
             rid = f"{p.model_key}@{p.device_id}/init{i}"
             ref = self.model_refs[p.model_key]
-            loads.append(self.actuator.load_replica(rid, ref, p.device_id, (p.model_key, p.pool)))
+            adopt = (p.model_key, p.pool)
+            loads.append(self.actuator.load_replica(rid, ref, p.device_id, adopt, p.group))
         for index in self.config.indexes:
             for dev in sorted(d.device_id for d in self.blueprint.devices):
                 loads.append(self._load_index(index, dev, 0))

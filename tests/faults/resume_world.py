@@ -80,9 +80,9 @@ class CountingExecutor:
             self.steps[item.step.node_id] += 1
         self.inner.submit(batch)
 
-    def load(self, replica_id: str, model_ref: Any, device_id: str) -> Any:
+    def load(self, replica_id: str, model_ref: Any, device_id: str, **kw: Any) -> Any:
         self.loads[(model_ref.name, device_id)] += 1
-        return self.inner.load(replica_id, model_ref, device_id)
+        return self.inner.load(replica_id, model_ref, device_id, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

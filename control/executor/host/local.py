@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from control.clock import SYSTEM_CLOCK, Clock
@@ -48,6 +49,7 @@ from control.executor.protocol import (
     ModelRef,
     WorkerStatus,
 )
+from control.executor.protocol.executor import replica_devices
 
 
 class LocalExecutor:
@@ -137,8 +139,14 @@ class LocalExecutor:
             return self._workers[device_id].pid
 
     def heartbeat(self) -> list[WorkerStatus]:
+        """The workers' statuses, each with the multi-device replicas that hold its device."""
         with self._lock:
-            return self._workers.statuses()
+            out = []
+            for s in self._workers.statuses():
+                held = self._replicas.held_on(s.device_id)
+                out.append(replace(s, replicas=tuple(sorted({*s.replicas, *(r for r, _ in held)})),
+                                   used_mib=s.used_mib + sum(m for _, m in held)) if held else s)  # fmt: skip
+            return out
 
     def breaker_state(self, replica_id: str) -> str:
         with self._lock:
@@ -152,12 +160,15 @@ class LocalExecutor:
     # ---- replicas
 
     def load(
-        self, replica_id: str, model_ref: ModelRef, device_id: str
+        self, replica_id: str, model_ref: ModelRef, device_id: str, *, group: tuple[str, ...] = ()
     ) -> concurrent.futures.Future[LoadReport]:
-        budget = self._workers[device_id].device.memory_budget_mib  # raises for a bad device
+        """See the Protocol. A replica of a group of k devices runs on ``device_id`` (the model
+        code here does not shard) and holds its MiB on each of the k (their statuses list it)."""
+        budgets = {d: self._workers[d].device.memory_budget_mib  # raises for a bad device
+                   for d in replica_devices(device_id, group)}  # fmt: skip
         need = estimate_mib(model_ref, Path(self.config.cache_dir))  # reads the disk: unlocked
         with self._lock:
-            return self._replicas.load(replica_id, model_ref, device_id, need, budget, self._now())
+            return self._replicas.load(replica_id, model_ref, budgets, need, self._now())
 
     def unload(self, replica_id: str) -> concurrent.futures.Future[int]:
         with self._lock:

@@ -17,6 +17,10 @@ class ReplicaEntry:
     memory_mib: int
     last_used: float
     in_flight: int = 0
+    holds: tuple[str, ...] = ()  # the other devices of a multi-device replica (same MiB each)
+
+    def on(self, device_id: str) -> bool:
+        return device_id == self.device_id or device_id in self.holds
 
 
 @dataclass(frozen=True)
@@ -31,13 +35,14 @@ class ReplicaTable:
         self.entries: dict[str, ReplicaEntry] = {}
 
     def used_mib(self, device_id: str) -> int:
-        return sum(e.memory_mib for e in self.entries.values() if e.device_id == device_id)
+        return sum(e.memory_mib for e in self.entries.values() if e.on(device_id))
 
     def on_device(self, device_id: str) -> list[str]:
-        return sorted(r for r, e in self.entries.items() if e.device_id == device_id)
+        return sorted(r for r, e in self.entries.items() if e.on(device_id))
 
-    def add(self, replica_id: str, device_id: str, memory_mib: int, now: float) -> None:
-        self.entries[replica_id] = ReplicaEntry(replica_id, device_id, memory_mib, now)
+    def add(self, replica_id: str, device_id: str, memory_mib: int, now: float,
+            holds: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.entries[replica_id] = ReplicaEntry(replica_id, device_id, memory_mib, now, 0, holds)
 
     def remove(self, replica_id: str) -> ReplicaEntry | None:
         return self.entries.pop(replica_id, None)
@@ -63,7 +68,7 @@ class ReplicaTable:
             (
                 e
                 for e in self.entries.values()
-                if e.device_id == device_id and e.in_flight == 0 and e.replica_id not in keep
+                if e.on(device_id) and e.in_flight == 0 and e.replica_id not in keep
             ),
             key=lambda e: (e.last_used, e.replica_id),
         )

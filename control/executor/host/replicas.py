@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from control.executor import sources
@@ -38,6 +38,8 @@ class _PendingLoad:
     device_id: str
     ref: ModelRef
     evicted: tuple[str, ...]
+    holds: tuple[str, ...] = ()  # the group's other devices (multi-device replica)
+    budgets: dict[str, int] = field(default_factory=dict)  # device id -> MiB, of the group
 
 
 class ReplicaSet:
@@ -64,25 +66,34 @@ class ReplicaSet:
         self,
         replica_id: str,
         ref: ModelRef,
-        device_id: str,
+        budgets: dict[str, int],
         need_mib: int,
-        budget_mib: int,
         now: float,
     ) -> concurrent.futures.Future:
-        """Plan room for ``need_mib`` (see :func:`estimate_mib`) within ``budget_mib``, evict,
-        reserve, and ask the worker; see the module docstring."""
+        """Plan room for ``need_mib`` (see :func:`estimate_mib`) within the budget of EVERY
+        device of ``budgets`` (device id -> MiB; the first runs the replica, the others hold
+        the same MiB for it: a multi-device replica), evict, reserve, and ask the first
+        device's worker; see the module docstring. Refused when any device cannot hold it."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         if replica_id in self._loaded or replica_id in {p.replica_id for p in self._loads.values()}:
             raise ExecutorError(f"replica_id {replica_id!r} is already loaded or loading")
-        plan = self.table.plan(device_id, need_mib, budget_mib)
-        if not plan.fits:
-            future.set_result(LoadReport(replica_id, device_id, False, plan.reason))
+        device_id, *holds = budgets
+        plans = [(d, self.table.plan(d, need_mib, b)) for d, b in budgets.items()]
+        refused = [(d, plan.reason) for d, plan in plans if not plan.fits]
+        if refused:
+            why = refused[0][1]
+            if holds:
+                why = (f"a replica on {len(budgets)} devices needs {need_mib} MiB on each; "
+                       f"{', '.join(d for d, _ in refused)} cannot hold it ({why})")  # fmt: skip
+            future.set_result(LoadReport(replica_id, device_id, False, why))
             return future
-        for victim in plan.evict:
+        evict = tuple(dict.fromkeys(v for _, plan in plans for v in plan.evict))
+        for victim in evict:
             self._evict(victim, f"LRU: making room for {replica_id} ({need_mib} MiB)")
         load_id = f"load-{next(self._ids)}"
-        self._loads[load_id] = _PendingLoad(future, replica_id, device_id, ref, plan.evict)
-        self.table.add(replica_id, device_id, need_mib, now)
+        pending = _PendingLoad(future, replica_id, device_id, ref, evict, tuple(holds), budgets)
+        self._loads[load_id] = pending
+        self.table.add(replica_id, device_id, need_mib, now, pending.holds)
         self.table.touch(replica_id, now, +1)
         self._send(device_id, (wire.LOAD, load_id, replica_id, ref))
         return future
@@ -111,17 +122,22 @@ class ReplicaSet:
         pending = self._loads.pop(load_id, None)
         if pending is None:
             return
+        budgets = {**pending.budgets, pending.device_id: budget_mib}
         self.table.remove(replica_id)
         # Account what the caller planned for when that is more (KV cache, activations).
-        self.table.add(replica_id, pending.device_id, max(mib, pending.ref.expected_mib or 0), now)
+        size = max(mib, pending.ref.expected_mib or 0)
+        self.table.add(replica_id, pending.device_id, size, now, pending.holds)
         self._loaded[replica_id] = (pending.device_id, pending.ref)
         evicted = list(pending.evicted)
         # The estimate may have been low: if the real size overflows the budget, evict more.
-        if self.table.used_mib(pending.device_id) > budget_mib:
-            keep = frozenset({replica_id})
-            for victim in self.table.plan(pending.device_id, 0, budget_mib, keep=keep).evict:
-                self._evict(victim, f"LRU: {replica_id} took {mib} MiB, more than planned")
-                evicted.append(victim)
+        for device_id in (pending.device_id, *pending.holds):
+            if self.table.used_mib(device_id) > budgets[device_id]:
+                keep = frozenset({replica_id})
+                plan = self.table.plan(device_id, 0, budgets[device_id], keep)
+                for victim in plan.evict:
+                    if victim in self._loaded:
+                        self._evict(victim, f"LRU: {replica_id} took {mib} MiB, more than planned")
+                        evicted.append(victim)
         report = LoadReport(
             replica_id, pending.device_id, True, "loaded", load_ms, mib, tuple(evicted)
         )
@@ -141,12 +157,14 @@ class ReplicaSet:
     def forget_device(self, device_id: str, reason: str) -> tuple[str, ...]:
         """The device's worker is gone: its replicas are no more, its loads fail, its unloads
         are done. Returns the replicas lost (sorted)."""
-        lost = tuple(sorted(r for r, (d, _) in self._loaded.items() if d == device_id))
-        for replica_id in lost:
-            del self._loaded[replica_id]
+        lost = tuple(sorted(r for r in self._loaded if self.table.entries[r].on(device_id)))
+        for replica_id in lost:  # a replica that held the device as one of its group: lost too
+            home, _ = self._loaded.pop(replica_id)
             self.table.remove(replica_id)
+            if home != device_id:
+                self._send(home, (wire.UNLOAD, replica_id))
         for load_id, pending in list(self._loads.items()):
-            if pending.device_id == device_id:
+            if device_id in (pending.device_id, *pending.holds):
                 del self._loads[load_id]
                 self.table.remove(pending.replica_id)
                 pending.future.set_result(
@@ -157,6 +175,12 @@ class ReplicaSet:
                 del self._unloads[replica_id]
                 future.set_result(0)
         return lost
+
+    def held_on(self, device_id: str) -> list[tuple[str, int]]:
+        """(replica id, MiB) of the multi-device replicas holding ``device_id`` for their group
+        (not running on it: its worker does not see them)."""
+        return sorted((r, e.memory_mib) for r, e in self.table.entries.items()
+                      if device_id in e.holds)  # fmt: skip
 
     def fail_loads(self, reason: str) -> None:
         """Resolve every pending load as failed (the executor stops)."""

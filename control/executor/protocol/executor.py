@@ -64,11 +64,18 @@ class Executor(Protocol):
         local executor's devices are fixed at construction: it never emits ``DeviceJoined``."""
 
     def load(
-        self, replica_id: str, model_ref: ModelRef, device_id: str
+        self, replica_id: str, model_ref: ModelRef, device_id: str, *, group: tuple[str, ...] = ()
     ) -> concurrent.futures.Future[LoadReport]:
         """Load a replica on a device (making room by evicting idle replicas, each reported as
         ``ReplicaEvicted``). Resolves to a report, ``ok=False`` with a reason when it does not
-        fit or fails. Raises ExecutorError for an unknown device or a replica id in use."""
+        fit or fails. Raises ExecutorError for an unknown device or a replica id in use.
+
+        ``group``: every device of a replica that spans several (tensor parallel degree k: the
+        core's group, ``device_id`` among them; empty or one device: just ``device_id``). The
+        replica is loaded only when it fits on EVERY device of the group, holds its memory on
+        each (each device's status lists it and counts its MiB) until it is unloaded, evicted
+        or one of them is lost, and runs on ``device_id``; else the report says which device
+        (or, on a cluster, which node) could not take it."""
 
     def unload(self, replica_id: str) -> concurrent.futures.Future[int]:
         """Unload a replica; resolves to the MiB freed. Raises ExecutorError when not loaded."""
@@ -111,3 +118,9 @@ class Executor(Protocol):
         """The next event for a synchronous caller (tests, scripts), or None after
         ``timeout`` seconds. Events are queued for it from ``start`` on where the backend keeps
         that queue (LocalExecutor: ``ExecutorConfig.poll_queue``); else ExecutorError."""
+
+
+def replica_devices(device_id: str, group: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The devices a load holds: ``device_id`` (where the replica runs) first, then the rest of
+    its ``group`` in order, each once (see :meth:`Executor.load`)."""
+    return (device_id, *dict.fromkeys(d for d in group if d != device_id))

@@ -8,9 +8,8 @@ completions are handled on one thread of its own (:mod:`.pump`), which delivers 
 loop given to ``start`` or, without one, itself. Its public methods and that thread each hold
 the executor's lock while they run; none waits on an actor.
 
-Not yet here (the issue's later parts): hang deadlines and breakers per replica, eviction to
-make room (a load that does not fit is refused), multi-device (placement group) replicas,
-streamed text as it is produced (it comes with the results).
+Multi-device replicas: :mod:`.groups`. Not yet here: hang deadlines and breakers per replica,
+eviction to make room (a load that does not fit is refused), streamed text as it is produced.
 """
 
 from __future__ import annotations
@@ -38,8 +37,10 @@ from control.executor.protocol import (
     ModelRef,
     WorkerStatus,
 )
-from control.executor.ray import cluster
+from control.executor.protocol.executor import replica_devices
+from control.executor.ray import cluster, groups
 from control.executor.ray.flow import Flow
+from control.executor.ray.groups import settle as _settle_load
 from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
 from control.executor.ray.slots import Slot
@@ -69,6 +70,7 @@ class RayExecutor:
         self._flow = Flow(self._pump, options, self._now, config.idempotency_capacity)
         self._flow.on_lost = self._fail_loads
         self._loads: dict[str, tuple[str, concurrent.futures.Future]] = {}  # replica -> (dev, f)
+        self._groups = groups.Groups()  # the placement groups of multi-device replicas
         self._after: Callable[[], None] | None = None
         self._started = self._connected = False
         self._here = ""
@@ -146,7 +148,7 @@ class RayExecutor:
         with self._lock:
             return [WorkerStatus(s.device_id, s.pid, s.up, now - s.last_seen if s.last_seen
                                  else float("inf"), s.restarts, bool(s.running),
-                                 tuple(sorted(s.replicas)), s.used_mib)
+                                 tuple(sorted(s.replicas)), s.used_mib + self._groups.held_mib(s))
                     for s in self._flow.slots.values()]  # fmt: skip
 
     def _slot(self, device_id: str) -> Slot:
@@ -169,59 +171,64 @@ class RayExecutor:
 
     # ---- replicas
 
-    def load(self, replica_id: str, model_ref: ModelRef,
-             device_id: str) -> concurrent.futures.Future[LoadReport]:  # fmt: skip
+    def load(self, replica_id: str, model_ref: ModelRef, device_id: str, *,
+             group: tuple[str, ...] = ()) -> concurrent.futures.Future[LoadReport]:  # fmt: skip
+        """See the Protocol; a group of k devices is a placement group (:mod:`.groups`)."""
         need = estimate_mib(model_ref, Path(self.config.cache_dir))
         future: concurrent.futures.Future[LoadReport] = concurrent.futures.Future()
+        devices = replica_devices(device_id, group)
         with self._lock:
-            slot = self._slot(device_id)
+            slot = [self._slot(d) for d in devices][0]
             if replica_id in self._flow.replica_dev or replica_id in self._loads:
                 raise ExecutorError(f"replica {replica_id!r} is already loaded")
-            budget = slot.device.memory_budget_mib
-            if not slot.up or slot.charged_mib() + need > budget:
-                why = (
-                    f"{device_id} is down"
-                    if not slot.up
-                    else f"needs {need} MiB, {budget - slot.charged_mib()} MiB free on {device_id}"
-                )
-                future.set_result(LoadReport(replica_id, device_id, False, why))
-                return future
+            why = groups.refusal(self._flow.slots, devices, need)
+            if why is not None:
+                return _settle_load(future, LoadReport(replica_id, device_id, False, why)) or future
             self._loads[replica_id] = (device_id, future)
-            gen = slot.generation
-            ref = slot.actor.load.options(concurrency_group="load").remote(replica_id, model_ref)
-            self._pump.watch(ref, lambda f: self._on_loaded(slot, gen, replica_id, need, f))
+            go = lambda _: self._send_load(slot, replica_id, model_ref, need)  # noqa: E731
+            if len(devices) == 1:
+                return go(None) or future
+            late = lambda why: self._fail_loads(slot, why, replica_id)  # noqa: E731
+            self._groups.reserve(replica_id, slot.place.node_id, devices, need, self._pump, go,
+                                 late)  # fmt: skip
         return future
 
+    def _send_load(self, slot: Slot, replica_id: str, model_ref: ModelRef, need: int) -> None:
+        if replica_id in self._loads and slot.up:
+            ref = slot.actor.load.options(concurrency_group="load").remote(replica_id, model_ref)
+            self._pump.watch(ref, lambda f, g=slot.generation: self._on_loaded(slot, g, replica_id, need, f))  # fmt: skip
+
     def _on_loaded(self, slot: Slot, gen: int, replica_id: str, need: int, fut: Any) -> None:
-        entry = self._loads.pop(replica_id, None)
-        if entry is None or gen != slot.generation:
-            return
+        if (entry := self._loads.pop(replica_id, None)) is None or gen != slot.generation:
+            return None
         try:
             load_ms, mib = fut.result()
         except Exception as err:  # noqa: BLE001 (any load failure is a report)
-            cause = getattr(err, "cause", None) or err
+            cause, _ = getattr(err, "cause", None) or err, self._groups.release(replica_id)
             why = f"{type(cause).__name__}: {cause}"
-            _settle_load(entry[1], LoadReport(replica_id, slot.device_id, False, why))
-            return
-        slot.replicas[replica_id] = max(need, mib)
+            return _settle_load(entry[1], LoadReport(replica_id, slot.device_id, False, why))
+        for device_id in self._groups.devices(replica_id) or (slot.device_id,):
+            self._flow.slots[device_id].replicas[replica_id] = size = max(need, mib)  # on each
         self._flow.replica_dev[replica_id] = slot.device_id
-        _settle_load(entry[1], LoadReport(replica_id, slot.device_id, True, "loaded", load_ms,
-                                          max(need, mib)))  # fmt: skip
+        _settle_load(entry[1], LoadReport(replica_id, slot.device_id, True, "loaded", load_ms, size))  # fmt: skip
 
-    def _fail_loads(self, slot: Slot) -> None:
+    def _fail_loads(self, slot: Slot, why: str = "device lost", only: str = "") -> None:
+        # slot's actor was lost (its loads and groups fail), or only ``only``'s load failed
+        gone = {only} if only else self._groups.lost(slot.device_id, self._flow.slots,
+                                                       self._flow.replica_dev)  # fmt: skip
         for replica_id, (device_id, future) in list(self._loads.items()):
-            if device_id == slot.device_id:
+            if (device_id == slot.device_id and not only) or replica_id in gone:
                 del self._loads[replica_id]
-                _settle_load(future, LoadReport(replica_id, device_id, False, "device lost"))
+                _settle_load(future, LoadReport(replica_id, device_id, False, why))
 
     def unload(self, replica_id: str) -> concurrent.futures.Future[int]:
         with self._lock:
             device_id = self._flow.replica_dev.pop(replica_id, None)
             if device_id is None:
                 raise ExecutorError(f"replica {replica_id!r} is not loaded")
-            slot = self._flow.slots[device_id]
-            slot.replicas.pop(replica_id, None)
-            return slot.actor.unload.remote(replica_id).future()
+            for held in self._groups.release(replica_id) or (device_id,):
+                self._flow.slots[held].replicas.pop(replica_id, None)
+            return self._flow.slots[device_id].actor.unload.remote(replica_id).future()
 
     # ---- work
 
@@ -280,11 +287,6 @@ class RayExecutor:
 
     def events(self) -> AsyncIterator[ExecutorEvent]:
         return self._hub.events()
-
-
-def _settle_load(future: concurrent.futures.Future, report: LoadReport) -> None:
-    if not future.done():
-        future.set_result(report)
 
 
 def _settle_fetch(out: concurrent.futures.Future, fut: Any, run_id: str, node_id: str) -> None:
