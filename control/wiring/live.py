@@ -182,17 +182,24 @@ def _initial_replicas(
     """The active plan's replicas on real devices; without a plan, one replica of every
     loadable model, round-robin over the devices."""
     devices = [d.device_id for d in state.devices]
+    tp = {m.key: m.tp_degree for m in state.models}
     planned = tuple(
-        InitialReplica(p.model_key, dev, p.pool)
+        InitialReplica(p.model_key, p.device_ids[0], p.pool,
+                       tp_group(p.device_ids, tp.get(p.model_key, 1)))
         for p in state.placement
-        if p.model_key in refs
-        for dev in p.device_ids[:1]
-        if dev in devices
-    )
+        if p.model_key in refs and p.device_ids and p.device_ids[0] in devices
+    )  # fmt: skip
     if planned:
         return planned
     keys = [m.key for m in models if m.key in refs]
     return tuple(InitialReplica(k, devices[i % len(devices)]) for i, k in enumerate(keys))
+
+
+def tp_group(device_ids: Sequence[str], tp_degree: int) -> tuple[str, ...]:
+    """The devices a start-up replica holds: its placement row's first ``tp_degree`` (the
+    core's interconnect group, in row order) when it spans several, else none beyond its first
+    (``InitialReplica.group``: never a multi-device replica on its first device alone)."""
+    return tuple(device_ids[:tp_degree]) if tp_degree > 1 else ()
 
 
 def _indexes(refs: Mapping[str, ModelRef]) -> tuple[IndexSpec, ...]:

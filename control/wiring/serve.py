@@ -18,6 +18,7 @@ from control.runtime.state import IndexSpec
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.wiring.executor import local_devices, local_executor
+from control.wiring.live import tp_group
 from control.wiring.services import session_factory
 from db.session import session_scope
 
@@ -56,8 +57,11 @@ def build_serve_runtime(settings: Settings) -> LiveRuntime:
 
 def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
     """Every planned replica whose first device is here; else one of each local model."""
+    tp = {m.key: m.tp_degree for m in fleet.models}
     planned = [
-        InitialReplica(p.model_key, p.device_ids[0], p.pool)
+        InitialReplica(
+            p.model_key, p.device_ids[0], p.pool, tp_group(p.device_ids, tp.get(p.model_key, 1))
+        )  # fmt: skip
         for p in fleet.placement
         for _ in range(p.replicas)
         if p.model_key in fleet.model_refs and p.device_ids[0] in device_ids

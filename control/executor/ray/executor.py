@@ -266,9 +266,7 @@ class RayExecutor:
 
     def release_run(self, run_id: str) -> None:
         with self._lock:
-            self._flow.outputs.release_run(run_id)
-            self._flow.moves.release_run(run_id)
-            self._flow.store.release_run(run_id)
+            self._flow.release_run(run_id)
 
     def moved_bytes(self, run_id: str, node_id: str) -> int:
         """Bytes of this step's inputs that moved here from other actors (object store)."""

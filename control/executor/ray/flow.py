@@ -224,3 +224,9 @@ class Flow:
                     kept.append(replace(batch, items=stay) if gone else batch)
             slot.queue.clear()
             slot.queue.extend(kept)
+
+    def release_run(self, run_id: str) -> None:
+        """A finished run: its outputs' holders, moves and stored results are forgotten."""
+        self.outputs.release_run(run_id)
+        self.moves.release_run(run_id)
+        self.store.release_run(run_id)
