@@ -26,7 +26,7 @@ gateway plus client manage together on these cores.
 
 The warm-up baseline is honest about windows that fill: the runtime's billed keys and the
 core's request ids are remembered for 900 s, so they fill for 15 minutes after it; they are
-compact (``control.core.window``) so that a full window is a few MB, not a moved baseline.
+compact (the core's ``window.RecentKeys``) so that a full window is a few MB, not a moved baseline.
 ``--trace FRAMES`` runs the gateway under tracemalloc and prints to stderr what grew between
 the warm-up and the end, by traceback (slow: its figures are not comparable).
 
