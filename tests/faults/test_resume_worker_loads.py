@@ -19,6 +19,7 @@ from control.core.types import Request
 from control.executor import sources
 from control.runtime.types import RunRequest
 from tests.faults import resume_world as w
+from tests.support.waiting import until as _until
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +28,6 @@ def cache(tmp_path_factory) -> Path:  # noqa: ANN001
     for arch in ("gpt2", "bert"):
         sources.ensure_tiny(arch, found)
     return found
-
-
-async def _until(predicate, what: str, timeout: float = 60.0):  # noqa: ANN001, ANN202
-    """Poll ``predicate()`` until it is truthy (a condition, not a delay)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if found := predicate():
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _up(rt, device: str) -> bool:  # noqa: ANN001

@@ -29,6 +29,7 @@ from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from tests.ray.conftest import STORE
 from tests.runtime.conftest import BERT, DOCS, MODELS, REFS, WORKFLOWS, make_runtime, run_request
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.ray, pytest.mark.asyncio(loop_scope="module")]
 
@@ -63,16 +64,6 @@ async def world(cluster, model_cache):
     await rt.start(usage_sink=usage.append)
     yield rt, c, joined, usage, there
     await rt.stop()
-
-
-async def until(predicate, what: str, timeout: float = 60.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if found := predicate():
-            return found
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def up_devices(rt) -> set[str]:

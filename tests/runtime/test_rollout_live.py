@@ -20,6 +20,7 @@ from control.core.actions import RolloutTransition
 from control.core.events import PlacementChanged
 from control.executor.protocol import ModelRef
 from tests.runtime.conftest import make_runtime, run_request
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -43,15 +44,8 @@ async def world(model_cache):
     await rt.stop()
 
 
-async def _until(predicate, what: str, timeout: float = 30.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        found = predicate()
-        if found:
-            return found
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+async def _until(predicate, what: str, timeout: float = 30.0):  # noqa: ANN001, ANN202
+    return await until(predicate, what, timeout)
 
 
 def _placement(rt) -> dict[tuple[str, tuple[str, ...]], int]:

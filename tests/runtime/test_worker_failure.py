@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from tests.runtime.conftest import make_runtime, run_request
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,16 +31,8 @@ async def world(model_cache):
     await rt.stop()
 
 
-async def _until(predicate, what: str, timeout: float = 20.0):
-    """Poll ``predicate()`` until it returns something truthy (a condition, not a delay)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        found = predicate()
-        if found:
-            return found
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+async def _until(predicate, what: str, timeout: float = 20.0):  # noqa: ANN001, ANN202
+    return await until(predicate, what, timeout)
 
 
 def _running_slow_step(rt) -> str | None:
