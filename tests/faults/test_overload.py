@@ -132,7 +132,7 @@ async def _scenario(url: str, keys: dict[str, str]) -> tuple[list, list, list]:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open (issue 22 item 8), p99 only: with the critical tenant's headroom (cpu:1 "
+    reason="goal figure missed (issue 22 item 8), p99 only: with the critical tenant's headroom (cpu:1 "
     "reserved through the admin API) no flood step ran on the reserved device, every critical "
     "step did, no 504, every refusal a 429; but over 8 runs on the 2 cores shared with other "
     "sessions the critical p99 was 1.14x (one pass) and 1.66-4.2x solo (0.041-0.090 s against "
