@@ -11,23 +11,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
-from control.executor import sources
 from control.services.run_records import RESTART_FAILURE
 from tests.faults import resume_world as w
 
 HOLD = frozenset({"rerank"})
 NODES = ["embed", "gen", "rerank", "search"]
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:  # noqa: ANN001
-    found = tmp_path_factory.mktemp("models")
-    for arch in ("gpt2", "bert"):
-        sources.ensure_tiny(arch, found)
-    return found
 
 
 def _kept(factory) -> list[tuple[str, str]]:  # noqa: ANN001
@@ -36,10 +26,10 @@ def _kept(factory) -> list[tuple[str, str]]:  # noqa: ANN001
         return sorted((r, n) for r, n in rows)
 
 
-async def _interrupted(db, cache: Path) -> list[str]:  # noqa: ANN001
+async def _interrupted(db, model_cache: Path) -> list[str]:  # noqa: ANN001
     """Submit two runs, let their first steps complete while ``rerank`` is held, then crash."""
     factory, _, tenant = db
-    first = await w.service(db, w.executor(cache, HOLD))
+    first = await w.service(db, w.executor(model_cache, HOLD))
     ex = first.runtime.executor
     try:
         rids = [(await first.submit(w.call(tenant, key))).request.id for key in ("k1", "k2")]
@@ -58,14 +48,14 @@ async def _interrupted(db, cache: Path) -> list[str]:  # noqa: ANN001
 
 
 async def test_restarted_runs_do_not_run_their_completed_steps_again(
-    tmp_path, cache, _sqlite_template
+    tmp_path, model_cache, _sqlite_template
 ) -> None:  # noqa: ANN001, E501
     db = w.database(tmp_path, _sqlite_template)
     factory, services, tenant = db
-    resumed, failed = await _interrupted(db, cache)
+    resumed, failed = await _interrupted(db, model_cache)
     with factory.begin() as session:  # the second cannot be resumed: failed by the restart
         session.execute(text("DELETE FROM run_inputs WHERE request_id = :r"), {"r": failed})
-    restarted = await w.service(db, w.executor(cache))
+    restarted = await w.service(db, w.executor(model_cache))
     ex = restarted.runtime.executor
     try:
         assert restarted.resumed == [resumed] and restarted.recovered == [failed]

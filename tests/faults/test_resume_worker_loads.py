@@ -11,23 +11,11 @@ import asyncio
 import os
 import signal
 from collections import Counter
-from pathlib import Path
-
-import pytest
 
 from control.core.types import Request
-from control.executor import sources
 from control.runtime.types import RunRequest
 from tests.faults import resume_world as w
 from tests.support.waiting import until as _until
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:  # noqa: ANN001
-    found = tmp_path_factory.mktemp("models")
-    for arch in ("gpt2", "bert"):
-        sources.ensure_tiny(arch, found)
-    return found
 
 
 def _up(rt, device: str) -> bool:  # noqa: ANN001
@@ -44,8 +32,8 @@ def _run(query: str) -> RunRequest:
                               max_output_tokens=6), {"query": query})  # fmt: skip
 
 
-async def test_a_restarted_worker_loads_each_lost_replica_once(cache) -> None:  # noqa: ANN001
-    ex = w.executor(cache)
+async def test_a_restarted_worker_loads_each_lost_replica_once(model_cache) -> None:  # noqa: ANN001
+    ex = w.executor(model_cache)
     rt = w.runtime(ex)
     await rt.start()
     try:
