@@ -45,8 +45,7 @@ class Door:
     def check(self, priority_class: str, left_s: float | None) -> CapacityRefusal | None:
         """The refusal of a new call of ``priority_class`` whose caller waits ``left_s``, or
         None to admit it."""
-        # the headroom is the most urgent class's: lower classes yield to its calls held
-        urgent = self._ranks.get(0, 0) if priority_rank(priority_class) else 0
+        urgent = self._ranks.get(0, 0)  # calls of the most urgent class held (rank 0)
         refusal = path_refusal(self.config, len(self._held), self.per_request_s,
                                priority_class, left_s, urgent)  # fmt: skip
         if refusal is not None:
