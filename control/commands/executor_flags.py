@@ -1,5 +1,5 @@
-"""The executor flags of ``legato up`` and ``legato api``: ``--executor local|ray`` and
-``--ray-address HOST:PORT``.
+"""The executor flags of ``legato up``, ``legato api`` and ``legato serve``: ``--executor
+local|ray`` and ``--ray-address HOST:PORT``.
 
 A flag beats the environment: :func:`apply` writes it into ``LEGATO_EXECUTOR`` /
 ``LEGATO_RAY_ADDRESS`` (which ``up`` then hands to the API it starts) and drops the cached

@@ -29,6 +29,16 @@ class UnknownDeviceError(CoreError, KeyError):
         self.device_id = device_id
 
 
+class UnplaceableGroupError(CoreError, ValueError):
+    """A placement target names a tensor-parallel group that cannot be held
+    (:mod:`control.core.tp_groups`); ``reason`` says why, naming the degree and the domains."""
+
+    def __init__(self, model_key: str, reason: str) -> None:
+        super().__init__(f"{model_key}: {reason}")
+        self.model_key = model_key
+        self.reason = reason
+
+
 class UnknownBatchError(CoreError, KeyError):
     def __init__(self, batch_id: str) -> None:
         super().__init__(f"completion for unknown batch {batch_id!r}")

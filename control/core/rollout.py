@@ -15,6 +15,8 @@ reason a driver can audit:
 
 A failed load aborts the rollout and converges back to the placement held when it started (a
 rollback, done the same way); ``RollbackRequested`` does that for the last completed rollout.
+A target that names an unknown model or device, or a tensor-parallel group no interconnect
+domain can hold (:mod:`control.core.tp_groups`), is refused as it arrives: nothing starts.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from control.core.actions import (
 )
 from control.core.cluster import Cluster
 from control.core.context import Policies
-from control.core.errors import UnknownDeviceError, UnknownModelError
+from control.core.errors import UnknownDeviceError, UnknownModelError, UnplaceableGroupError
 from control.core.loads import evict, load_us
 from control.core.parts import (
     ActionLog,
@@ -43,6 +45,7 @@ from control.core.parts import (
 )
 from control.core.queueing import dequeue, route
 from control.core.state import ReplicaRecord
+from control.core.tp_groups import group_refusal
 from control.core.types import ReplicaState
 
 _ACTIVE = ("loading", "draining")
@@ -61,7 +64,8 @@ def current_target(cluster: Cluster) -> Target:
 
 
 def check_placements(catalog: Catalog, cluster: Cluster, placements: tuple, splits: tuple) -> None:
-    """Raise naming the first unknown model or device of a ``PlacementChanged``."""
+    """Raise naming the first unknown model or device of a ``PlacementChanged``, or its first
+    tensor-parallel group that cannot be held (:func:`~control.core.tp_groups.group_refusal`)."""
     for model_key, device_ids, _, _ in placements:
         if model_key not in catalog.models:
             raise UnknownModelError(model_key)
@@ -72,6 +76,9 @@ def check_placements(catalog: Catalog, cluster: Cluster, placements: tuple, spli
         for key, _ in variants:
             if key not in catalog.models:
                 raise UnknownModelError(key)
+    refused = group_refusal(catalog.models, cluster.devices, placements)
+    if refused is not None:
+        raise UnplaceableGroupError(*refused)
 
 
 def begin(

@@ -2,8 +2,9 @@
 
 ``start(actor, plan_id)`` reads the plan's placements for the REAL devices (devices known to
 the fleet state as real; declared twin-only devices are left out), refuses (Conflict) while
-another rollout is loading or draining, ingests ``PlacementChanged`` into the live runtime and
-audits the request with the plan active before it (``previous_plan_id``) and the number of
+another rollout is loading or draining, ingests ``PlacementChanged`` into the live runtime
+(Conflict with the core's reason when the core refuses it, e.g. a tensor-parallel group that no
+interconnect domain can hold: then nothing is changed or audited) and audits the request with the plan active before it (``previous_plan_id``) and the number of
 replica loads and evictions it needs (``steps_total``). ``rollback(actor, plan_id=None)``
 ingests ``RollbackRequested``; with a plan id it first checks that the plan is the one the live
 runtime last completed. Without a runtime both raise ``ServiceUnavailable``.
@@ -25,6 +26,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
+from control.core.errors import CoreError
 from control.core.events import PlacementChanged, RollbackRequested
 from control.services.errors import Conflict, NotFound
 from control.services.fleet_state import load_fleet_state, model_key
@@ -141,7 +143,10 @@ class RolloutService:
         event = self.placement_event(plan_id)
         replicas = getattr(runtime.snapshot(), "replicas", ())
         previous = self._active_plan_id()
-        await runtime.ingest(event)
+        try:
+            await runtime.ingest(event)
+        except CoreError as refused:  # the core judged the plan against its fleet: unchanged
+            raise Conflict(f"placement_plan {plan_id} cannot be rolled out: {refused}") from None
         self._audit(actor, "rollout", str(plan_id), {
             "placements": [list(p) for p in event.placements],
             "previous_plan_id": previous if previous != plan_id else None,

@@ -5,10 +5,11 @@ through constructors; only here (and in the thin ``control/commands`` that call 
 settings read and the concrete classes chosen.
 
 - :mod:`control.wiring.services`: the database's session factory and the services bundle.
-- :mod:`control.wiring.executor`: the executor on this machine's devices, from the settings.
+- :mod:`control.wiring.executor`: the executor the settings select (local or Ray).
 - :mod:`control.wiring.live`: fleet state -> core blueprint -> ``LiveRuntime`` ->
   ``InferenceService`` (with the rollout recorder and the live-config feed), for the gateway.
-- :mod:`control.wiring.serve`: the ``LiveRuntime`` alone over the local devices (``legato serve``).
+- :mod:`control.wiring.serve`: the ``LiveRuntime`` alone over the selected executor
+  (``legato serve``).
 - :mod:`control.wiring.gateway`: the FastAPI app over those parts, with a lifespan that starts
   and stops the live runtime (``legato api``).
 

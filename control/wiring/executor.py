@@ -1,9 +1,10 @@
 """The executor the settings select, and what the core learns from measuring it.
 
-:func:`with_measured_transfer`: on the Ray executor the core's cost of an input crossing
-nodes (``TransferCosts.other_node_us``) is the one measured on this cluster by
-``python bench/ray_executor.py --calibrate`` (``<var_dir>/calibration/ray_transfer.json``),
-not the assumed default; without a calibration the default stays and a warning says so.
+:func:`measured_transfer` (:func:`with_measured_transfer` over the gateway's options): on the
+Ray executor the core's cost of an input crossing nodes (``TransferCosts.other_node_us``) is the
+one measured on this cluster by ``python bench/ray_executor.py --calibrate``
+(``<var_dir>/calibration/ray_transfer.json``), not the assumed default; without a calibration
+the default stays and a warning says so.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from control.config import Settings
+from control.core.context import CoreConfig
 from control.executor.host import ExecutorConfig, LocalExecutor
 from control.executor.host.devices import discover_devices
 from control.executor.protocol import DeviceInfo, Executor
@@ -66,16 +68,23 @@ def local_executor(
 def with_measured_transfer(options: LiveOptions, settings: Settings) -> LiveOptions:
     """``options`` with the core's cross-node transfer cost measured on the Ray cluster (the
     module doc); unchanged on the local executor (its devices share one node)."""
+    core = measured_transfer(options.core_config, settings)
+    return options if core is options.core_config else replace(options, core_config=core)
+
+
+def measured_transfer(core: CoreConfig, settings: Settings) -> CoreConfig:
+    """``core`` with the cross-node transfer cost measured on the Ray cluster (the module
+    doc); ``core`` itself on the local executor or without a calibration (then with a
+    warning)."""
     if settings.executor != "ray":
-        return options
+        return core
     path = settings.var_dir / TRANSFER_CALIBRATION
     try:
         measured = int(json.loads(path.read_text())["other_node_us"])
     except (OSError, ValueError, KeyError, TypeError):
         log.warning("no transfer calibration at %s: the core assumes %d us per cross-node "
                     "input (run python bench/ray_executor.py --calibrate)", path,
-                    options.core_config.transfer.other_node_us)  # fmt: skip
-        return options
-    core = options.core_config
+                    core.transfer.other_node_us)  # fmt: skip
+        return core
     transfer = replace(core.transfer, other_node_us=max(0, measured))
-    return replace(options, core_config=replace(core, transfer=transfer))
+    return replace(core, transfer=transfer)

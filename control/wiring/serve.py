@@ -1,7 +1,11 @@
-"""``legato serve``'s live driver: a ``LiveRuntime`` over this machine's devices alone.
+"""``legato serve``'s live driver: a ``LiveRuntime`` over the executor the settings select.
 
-Unlike the gateway's path (:mod:`control.wiring.live`) it keeps only the database devices the
-local executor found, places each planned replica as the plan says (one of each local model,
+On the local executor it keeps only the database devices found on this machine (unlike the
+gateway's path, :mod:`control.wiring.live`). On the Ray executor the devices are the cluster's,
+known only once it starts: it keeps the database's devices, as the gateway does, and every
+other device of the cluster joins at start (:mod:`control.runtime.joins`); the core's cost of a
+cross-node input is the measured one (:func:`control.wiring.executor.measured_transfer`).
+Either way it places each planned replica whose first device it keeps (one of each model,
 round-robin, when no plan is active) and loads the vector indexes its workflows name.
 """
 
@@ -11,13 +15,14 @@ from collections.abc import Sequence
 
 from control.config import Settings
 from control.core.assembly import CoreBlueprint
+from control.core.context import CoreConfig
 from control.executor.protocol import ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.local_fleet import one_of_each
 from control.runtime.state import IndexSpec
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
-from control.wiring.executor import local_devices, local_executor
+from control.wiring.executor import build_executor, local_devices, measured_transfer
 from control.wiring.live import tp_group
 from control.wiring.services import session_factory
 from db.session import session_scope
@@ -30,20 +35,25 @@ INDEX_EMBED = ModelRef("index-embed", "embed", "minilm")
 
 def build_serve_runtime(settings: Settings) -> LiveRuntime:
     """A ``LiveRuntime`` (not started) over the database's fleet (no declared devices or
-    models) and the local executor."""
+    models) and the executor the settings select (the module doc)."""
     factory = session_factory(settings.resolved_database_url())
     with session_scope(factory) as session:
         fleet = load_fleet_state(session, include_declared=False)
-    found = local_devices(settings)
-    executor = local_executor(settings, found)
-    local = {d.device_id for d in found}
-    devices = tuple(d for d in fleet.devices if d.device_id in local)
+    if settings.executor == "ray":
+        executor = build_executor(settings)
+        devices = fleet.devices
+    else:
+        found = local_devices(settings)
+        executor = build_executor(settings, found)
+        local = {d.device_id for d in found}
+        devices = tuple(d for d in fleet.devices if d.device_id in local)
     known = {m.key for m in fleet.models}
     # Workflows that need a declared-only model cannot run here (the twin still has them).
     workflows = tuple(
         w for w in fleet.workflows if all(n.model in known for n in w.nodes if n.model)
     )
-    blueprint = CoreBlueprint(devices, fleet.models, workflows, fleet.tenancy, fleet.cost)
+    blueprint = CoreBlueprint(devices, fleet.models, workflows, fleet.tenancy, fleet.cost,
+                              core_config=measured_transfer(CoreConfig(), settings))  # fmt: skip
     names = {
         str(n.params.get("index")) for w in workflows for n in w.nodes if n.tool == "vector_search"
     }
@@ -56,7 +66,8 @@ def build_serve_runtime(settings: Settings) -> LiveRuntime:
 
 
 def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
-    """Every planned replica whose first device is here; else one of each local model."""
+    """Every planned replica whose first device is kept; else one of each model. None without
+    a device: on Ray the cluster's devices join at start, and the core loads on demand."""
     tp = {m.key: m.tp_degree for m in fleet.models}
     planned = [
         InitialReplica(
@@ -66,4 +77,6 @@ def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialRep
         for _ in range(p.replicas)
         if p.model_key in fleet.model_refs and p.device_ids[0] in device_ids
     ]
-    return tuple(planned) or one_of_each(sorted(fleet.model_refs), device_ids)
+    if planned or not device_ids:
+        return tuple(planned)
+    return one_of_each(sorted(fleet.model_refs), device_ids)

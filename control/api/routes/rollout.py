@@ -5,8 +5,10 @@ placements on the real devices; ``POST /admin/placement-plans/{id}/rollback`` go
 placement before that plan's rollout (409 unless it is the live runtime's last completed
 rollout); ``POST /admin/placement-plans/rollback`` does the same for whatever rollout completed
 last. The POSTs answer 202 at once; ``GET /admin/placement-plans/{id}/rollout`` shows progress
-(see :func:`rollout_progress` for the JSON). 409 while another rollout is in progress, 503
-without a live runtime (the GET works without one, from the audit log).
+(see :func:`rollout_progress` for the JSON). 409 while another rollout is in progress, or
+when the core refuses the plan (the body's ``detail`` says why: e.g. a tensor-parallel group no
+interconnect domain can hold; nothing changes), 503 without a live runtime (the GET works
+without one, from the audit log).
 
 Plan lifecycle: a completed rollout makes the plan ``active`` (the previous active plan
 ``retired``); a failed load (the core restores the previous placement) or a completed rollback
@@ -99,7 +101,8 @@ def rollouts(gw: Gateway, need_runtime: bool = True) -> RolloutService:
 @router.post("/admin/placement-plans/{item_id}/rollout", status_code=202)
 async def rollout_plan(gw: GatewayDep, item_id: IntId, who: AdminDep) -> RolloutStarted:
     """Roll the plan out on the live fleet (real devices only); the plan becomes active when
-    the rollout completes, ``rolled_back`` when a failed load makes the core restore."""
+    the rollout completes, ``rolled_back`` when a failed load makes the core restore. 409 with
+    the core's reason when the core refuses the plan as it stands (nothing changes)."""
     event = await rollouts(gw).start(who.actor, item_id)
     placements = [RolloutPlacement(model=k, device_ids=list(d), replicas=n, pool=p)
                   for k, d, n, p in event.placements]  # fmt: skip
