@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from control.executor import sources
+from control.executor.futures import settle
 from control.executor.host.lru import ReplicaTable
 from control.executor.protocol import (
     ExecutorError,
@@ -85,7 +86,7 @@ class ReplicaSet:
             if holds:
                 why = (f"a replica on {len(budgets)} devices needs {need_mib} MiB on each; "
                        f"{', '.join(d for d, _ in refused)} cannot hold it ({why})")  # fmt: skip
-            future.set_result(LoadReport(replica_id, device_id, False, why))
+            settle(future, LoadReport(replica_id, device_id, False, why))
             return future
         evict = tuple(dict.fromkeys(v for _, plan in plans for v in plan.evict))
         for victim in evict:
@@ -141,18 +142,18 @@ class ReplicaSet:
         report = LoadReport(
             replica_id, pending.device_id, True, "loaded", load_ms, mib, tuple(evicted)
         )
-        pending.future.set_result(report)
+        settle(pending.future, report)
 
     def on_load_failed(self, load_id: str, replica_id: str, error: str) -> None:
         pending = self._loads.pop(load_id, None)
         self.table.remove(replica_id)
         if pending is not None:
-            pending.future.set_result(LoadReport(replica_id, pending.device_id, False, error))
+            settle(pending.future, LoadReport(replica_id, pending.device_id, False, error))
 
     def on_unloaded(self, replica_id: str, freed: int) -> None:
         _, future = self._unloads.pop(replica_id, (None, None))
         if future is not None:
-            future.set_result(freed)
+            settle(future, freed)
 
     def forget_device(self, device_id: str, reason: str) -> tuple[str, ...]:
         """The device's worker is gone: its replicas are no more, its loads fail, its unloads
@@ -167,13 +168,14 @@ class ReplicaSet:
             if device_id in (pending.device_id, *pending.holds):
                 del self._loads[load_id]
                 self.table.remove(pending.replica_id)
-                pending.future.set_result(
-                    LoadReport(pending.replica_id, device_id, False, f"worker down: {reason}")
+                settle(
+                    pending.future,
+                    LoadReport(pending.replica_id, device_id, False, f"worker down: {reason}"),
                 )
         for replica_id, (holder, future) in list(self._unloads.items()):
             if holder == device_id:
                 del self._unloads[replica_id]
-                future.set_result(0)
+                settle(future, 0)
         return lost
 
     def held_on(self, device_id: str) -> list[tuple[str, int]]:
@@ -185,9 +187,7 @@ class ReplicaSet:
     def fail_loads(self, reason: str) -> None:
         """Resolve every pending load as failed (the executor stops)."""
         for pending in self._loads.values():
-            pending.future.set_result(
-                LoadReport(pending.replica_id, pending.device_id, False, reason)
-            )
+            settle(pending.future, LoadReport(pending.replica_id, pending.device_id, False, reason))
         self._loads.clear()
 
 

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from control.executor.futures import fail, settle
 from control.executor.host.outputs import OutputDirectory
 from control.executor.protocol import Batch, InputRef, wire
 
@@ -125,9 +126,9 @@ class Transfers:
         _, future = self._requests.pop(request_id, (None, None))
         if isinstance(future, concurrent.futures.Future):
             if error:
-                future.set_exception(KeyError(error))
+                fail(future, KeyError(error))
             else:
-                future.set_result(value)
+                settle(future, value)
 
     def forget_holder(self, device_id: str) -> list[ParkedBatch]:
         """The device's worker is gone: its fetches fail with KeyError, its exports count as
@@ -138,7 +139,7 @@ class Transfers:
                 continue
             if isinstance(target, concurrent.futures.Future):
                 del self._requests[request_id]
-                target.set_exception(KeyError(f"worker {device_id} down"))
+                fail(target, KeyError(f"worker {device_id} down"))
             elif (parked := self.on_exported(request_id, None)) is not None:
                 ready.append(parked)
         return ready
