@@ -83,7 +83,7 @@ class ControlCore:
         self._handlers: dict[type, Callable[[object, float], None]] = {
             ModelRegistered: self._on_model,
             WorkflowRegistered: self._on_workflow,
-            DeviceUp: lambda e, now: apply_device_up(st.cluster, e.device),  # type: ignore[attr-defined]
+            DeviceUp: self._on_device_up,
             ReplicaLoaded: self._on_replica_loaded,
             OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
@@ -201,6 +201,17 @@ class ControlCore:
     # ----- event handlers
     def _defer(self, event: object, now: float) -> None:
         self._st.inbox.deferred.append(event)
+
+    def _on_device_up(self, event: object, now: float) -> None:
+        # Up applies at once, Down at the next step: an Up that follows a Down of the same
+        # device not yet applied waits behind it, so the device ends up, not down (a worker
+        # that crashed and restarted between two steps).
+        st, device = self._st, event.device  # type: ignore[attr-defined]
+        if any(isinstance(e, DeviceDown) and e.device_id == device.device_id
+               for e in st.inbox.deferred):  # fmt: skip
+            st.inbox.deferred.append(event)
+        else:
+            apply_device_up(st.cluster, device)
 
     def _on_model(self, event: object, now: float) -> None:
         model = event.model  # type: ignore[attr-defined]

@@ -16,8 +16,14 @@ from control.core import rollout
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
 from control.core.cluster import Cluster
 from control.core.context import CoreState, Policies
-from control.core.events import CancelRun, DeviceDown, PlacementChanged, ReplicaLoadFailed
-from control.core.fleet import device_down, fail_replica
+from control.core.events import (
+    CancelRun,
+    DeviceDown,
+    DeviceUp,
+    PlacementChanged,
+    ReplicaLoadFailed,
+)
+from control.core.fleet import apply_device_up, device_down, fail_replica
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
@@ -95,6 +101,8 @@ def completions(
     for ev in deferred:
         if isinstance(ev, DeviceDown):
             device_down(pol, runs, cluster, queues, log, ev.device_id, ev.reason, now)
+        elif isinstance(ev, DeviceUp):  # it came back after a Down of this same step
+            apply_device_up(cluster, ev.device)
         elif isinstance(ev, CancelRun):
             cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
