@@ -43,8 +43,8 @@ def unpark(pol: Policies, queues: Queues, step: QueuedStep, dispatched: bool, no
 
 def room(pol: Policies, rec: ReplicaRecord, now: float) -> int:
     """How many pending steps ``rec`` may take now (0 unless it can start them soon)."""
-    if not rec.routable:
-        return 0
+    if not rec.routable or (rec.running and rec.breaker != "closed"):
+        return 0  # no new work, or its breaker's probe runs (``breakers``)
     ahead = pol.take_ahead_s
     if rec.state == ReplicaState.READY:
         if rec.running and rec.busy_until - ahead > now:
@@ -71,7 +71,7 @@ def rooms_of(pol: Policies, cluster: Cluster, model_key: str, now: float) -> dic
         # the most common replica by far is a busy ready one: it is ruled out first
         if rec.running and rec.busy_until - ahead > now and rec.state == ready:
             continue
-        if not rec.routable:
+        if not rec.routable or (rec.running and rec.breaker != "closed"):
             continue
         state = rec.state
         if state != ready and (state != loading or rec.ready_at - now > ahead):

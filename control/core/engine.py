@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from control.core import rollout
 from control.core.actions import PhaseView, StepPlan
 from control.core.batching.registry import make_batching
+from control.core.breakers import PROBE
 from control.core.context import CoreConfig, CoreState, Policies
 from control.core.dag.run import CompiledDag
 from control.core.dag.validate import validate
@@ -39,6 +40,7 @@ from control.core.events import (
     ModelRegistered,
     OutputStarted,
     PlacementChanged,
+    ReplicaBreakerChanged,
     ReplicaLoaded,
     ReplicaLoadFailed,
     ReplicaUnloaded,
@@ -91,6 +93,7 @@ class ControlCore:
             CancelRun: self._defer,  # a run ends only inside step (its actions go in a plan)
             ReplicaLoadFailed: self._defer,
             ReplicaUnloaded: self._defer,
+            ReplicaBreakerChanged: self._defer,
             PlacementChanged: self._on_placement,
             RollbackRequested: lambda e, now: st.inbox.placement_events.append(e),
         }
@@ -182,6 +185,9 @@ class ControlCore:
             return bool(rec.queue) or (pending is not None and bool(pending.entries))
         if kind == RUN_BOUND:
             return bound_live(st.runs, ident)
+        if kind == PROBE:  # live while that replica's breaker is still open
+            rec = st.cluster.replicas.get(ident)
+            return rec is not None and rec.breaker == "open"
         step = st.runs.steps.get(ident)
         return step is not None and step.batch_id is not None
 

@@ -56,6 +56,20 @@ class ReplicaUnloaded:
 
 
 @dataclass(frozen=True)
+class ReplicaBreakerChanged:
+    """The executor's circuit breaker of a replica opened (repeated batch failures of the
+    replica's own: the model raised, a batch hung) or closed again (its probe succeeded).
+    While open the replica takes no new work and its queued steps go elsewhere; after
+    ``probe_in_s`` (the executor's cooldown) it takes one batch, the probe, at a time until the
+    breaker closes (:mod:`control.core.breakers`). Unknown replicas are ignored."""
+
+    replica_id: str
+    open: bool
+    probe_in_s: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class OutputStarted:
     """The first output token of a run's step was produced (borrowed work stops being
     preemptible from here)."""
@@ -106,6 +120,7 @@ CoreEvent = (
     | ReplicaLoaded
     | ReplicaLoadFailed
     | ReplicaUnloaded
+    | ReplicaBreakerChanged
     | OutputStarted
     | TenancyConfigChanged
     | PlacementChanged

@@ -142,7 +142,8 @@ class Ids:
 
 class Timers:
     """Wake-ups the core asked for: a heap of (when, seq, kind, id), kind "batch" or "ahead"
-    (a replica id), "timeout" (a step key) or "run" (a request id: its bound, ``run_bounds``),
+    (a replica id), "probe" (a replica id: its breaker's probe is due, ``breakers``), "timeout"
+    (a step key) or "run" (a request id: its bound, ``run_bounds``),
     and the next scale-to-zero check. A timer's seq breaks ties in arming order and comes from
     ``ids``: the ids in decision logs count timers."""
 

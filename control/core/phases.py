@@ -14,6 +14,7 @@ import heapq
 
 from control.core import rollout
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
+from control.core.breakers import PROBE, breaker_changed, probe_due
 from control.core.cluster import Cluster
 from control.core.context import CoreState, Policies
 from control.core.events import (
@@ -21,6 +22,7 @@ from control.core.events import (
     DeviceDown,
     DeviceUp,
     PlacementChanged,
+    ReplicaBreakerChanged,
     ReplicaLoadFailed,
 )
 from control.core.fleet import apply_device_up, device_down, fail_replica
@@ -103,6 +105,8 @@ def completions(
             device_down(pol, runs, cluster, queues, log, ev.device_id, ev.reason, now)
         elif isinstance(ev, DeviceUp):  # it came back after a Down of this same step
             apply_device_up(cluster, ev.device)
+        elif isinstance(ev, ReplicaBreakerChanged):
+            breaker_changed(pol, cluster, queues, timers, log, ev, now)
         elif isinstance(ev, CancelRun):
             cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
@@ -156,6 +160,9 @@ def fire_timers(
             continue
         if kind == RUN_BOUND:
             expire(pol, runs, cluster, queues, log, ident, now)
+            continue
+        if kind == PROBE:
+            probe_due(cluster, queues, ident)
             continue
         step = runs.steps.get(ident)
         if step is not None and step.batch_id is not None:

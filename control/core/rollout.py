@@ -160,7 +160,7 @@ def _reconcile(
         kept, extra = recs[:want], recs[want:]
         for rec in kept:
             if rec.draining:
-                rec.draining, rec.routable = False, True
+                rec.draining, rec.routable = False, rec.breaker != "open"
                 ro.draining.discard(rec.replica_id)
                 why = f"plan {ro.plan_id} keeps {rec.replica_id}: it takes work again"
                 log.emit(ReplicaRoutable(rec.replica_id, rec.model.key, why))

@@ -213,6 +213,10 @@ def on_item_done(
         return recover_input(
             pol, runs, cluster, queues, log, step, error, getattr(result, "lost", None), now
         )
+    if result is not None and result.fault == "unavailable":
+        # refused before it ran (its replica's breaker open, the replica not loaded there):
+        # not the step's failure, so not one of its ``retries``; bounded as a device loss
+        return fail_step(pol, runs, cluster, queues, log, step, error, now, lost=True)
     fail_step(pol, runs, cluster, queues, log, step, error, now)
 
 

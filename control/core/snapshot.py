@@ -58,6 +58,7 @@ class ReplicaView:
     used: bool
     running_batches: tuple[str, ...]  # in dispatch order; several: continuous or sent ahead
     running_seqs: int
+    breaker: str = "closed"  # the executor's circuit breaker as the core routes by it
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,7 @@ def _replica_view(r: ReplicaRecord) -> ReplicaView:
     return ReplicaView(
         r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
         len(r.queue), r.queue_us, r.speculative, r.used, tuple(r.running), r.running_seqs,
+        r.breaker,
     )  # fmt: skip
 
 

@@ -55,6 +55,7 @@ class ReplicaRecord:
         "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
         "queue", "queue_us", "running", "running_seqs", "loop_seqs", "prefill_until", "prefix",
         "last_used", "speculative", "used", "load_reason", "routable", "draining", "plan_id",
+        "breaker",
     )  # fmt: skip
 
     def __init__(
@@ -89,6 +90,9 @@ class ReplicaRecord:
         self.routable = True  # False: loading for a rollout, or draining (no new work)
         self.draining = False
         self.plan_id: str | None = None  # the rollout that loaded it
+        # the executor's circuit breaker: "closed", "open" (not routable: no new work) or
+        # "half_open" (routable, one batch at a time: the probe); see control.core.breakers
+        self.breaker = "closed"
 
     @property
     def loading(self) -> bool:
@@ -112,6 +116,8 @@ class ReplicaRecord:
         successor is sent ahead and waits in the executor: dispatch ahead), else 0."""
         if not self.running:
             return self.model.max_batch_size
+        if self.breaker != "closed":  # the probe runs: nothing joins it or is sent ahead
+            return 0
         if self.model.continuous_batching:
             return max(0, self.model.max_batch_size - self.running_seqs)
         if (

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from control.core.events import DeviceDown, OutputStarted, ReplicaUnloaded
+from control.core.events import DeviceDown, OutputStarted, ReplicaBreakerChanged, ReplicaUnloaded
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS, StepResult
 from control.core.window import RecentKeys
@@ -220,8 +220,14 @@ class Completions:
         return [Ingest(ReplicaUnloaded(ev.replica_id))]
 
     def _breaker(self, ev: BreakerChanged, now: float) -> list[Record]:
+        """Open and closed go to the core, which routes around an open replica and times its
+        probe itself (the executor's half_open needs no event: the core sends the probe)."""
         log.warning("breaker of %s is %s: %s", ev.replica_id, ev.state, ev.reason)
-        return []
+        self.metrics.breaker(ev.state)
+        if ev.state not in ("open", "closed"):
+            return []
+        opened = ev.state == "open"
+        return [Ingest(ReplicaBreakerChanged(ev.replica_id, opened, ev.probe_in_s, ev.reason))]
 
     _handlers: dict[type, Any] = {
         ItemCompleted: _item,

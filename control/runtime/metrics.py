@@ -87,12 +87,19 @@ class RuntimeMetrics:
         self.preload = Gauge(
             "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
         )
-        self.workers_down = Counter(
-            "legato_worker_down", "Worker crashes or hangs detected", ["device"], registry=r
-        )
+        self._fault_counters(r)
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
         self._resolve_children_once()
+
+    def _fault_counters(self, r: CollectorRegistry) -> None:
+        self.workers_down = Counter(
+            "legato_worker_down", "Worker crashes or hangs detected", ["device"], registry=r
+        )
+        self.breaker_changes = Counter(
+            "legato_breaker_changes", "Replica circuit breakers that changed state", ["state"],
+            registry=r,
+        )  # fmt: skip
 
     def _resolve_children_once(self) -> None:
         """The per-batch and per-run updates resolve their labelled children once (see
@@ -122,6 +129,9 @@ class RuntimeMetrics:
 
     def first_token(self, workflow: str, wall_s: float) -> None:
         self.ttft.labels(workflow).observe(wall_s)
+
+    def breaker(self, state: str) -> None:
+        self.breaker_changes.labels(state).inc()
 
     def worker_down(self, device: str) -> None:
         self.workers_down.labels(device).inc()

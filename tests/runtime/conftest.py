@@ -17,6 +17,7 @@ from control.core.tenancy.base import TenancyConfig, TenantSpec
 from control.core.types import ModelSpec, Request
 from control.executor import sources
 from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.host.breaker import BreakerConfig
 from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.local_fleet import device_specs
@@ -120,14 +121,17 @@ def model_cache(tmp_path_factory) -> Path:
     return cache
 
 
-def make_runtime(cache: Path, workflows=WORKFLOWS, **options) -> LiveRuntime:  # noqa: ANN001, ANN003
+def make_runtime(
+    cache: Path, workflows=WORKFLOWS, breaker: BreakerConfig = BreakerConfig(), **options
+) -> LiveRuntime:  # noqa: ANN001, ANN003
     """The test runtime on two CPU workers; ``options`` go to ``LiveRuntime`` as keywords
-    (``on_rollout``, ``clock``)."""
+    (``on_rollout``, ``clock``); ``breaker``: the executor's per-replica breakers."""
     devices = [DeviceInfo(f"cpu:{i}", "cpu", i, 512, i % 2) for i in range(2)]
     executor = LocalExecutor(
-        ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False),
+        ExecutorConfig(heartbeat_s=0.5, cache_dir=str(cache), use_cuda=False, poll_queue=False,
+                       breaker=breaker),
         devices,
-    )
+    )  # fmt: skip
     blueprint = CoreBlueprint(
         devices=device_specs(devices),
         models=MODELS,

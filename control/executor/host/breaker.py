@@ -112,7 +112,8 @@ class Breakers:
         changed = self.of(replica_id).record(ok, now)
         if changed is not None:
             reason = "probe succeeded" if changed == "closed" else "repeated batch failures"
-            self._emit(BreakerChanged(replica_id, changed, reason))
+            probe_in = self.config.cooldown_s if changed == "open" else 0.0
+            self._emit(BreakerChanged(replica_id, changed, reason, probe_in))
 
     def record_results(self, replica_id: str, results: list[ItemResult], now: float) -> None:
         """A batch of ``replica_id`` ended with ``results`` (see :func:`batch_outcome`)."""

@@ -215,17 +215,18 @@ class Dispatch:
         """Report ``results`` once each (the batch, when given, has ended: its replica's LRU
         and breaker bookkeeping follow)."""
         now = self._now()
+        if batch is not None:  # before the results: a breaker that opens is known to the
+            # consumer before the failures it retries (never retried onto the open replica)
+            self._replicas.table.touch(batch.replica_id, now, -1)
+            ran = [r for r in results if r.cause != "cancelled"]
+            if ran:  # only failures about the replica count (never a bad input)
+                self._breakers.record_results(batch.replica_id, ran, now)
         for result in results:
             self._inflight.pop(result.idempotency_key, None)
             self._store.keep(result)
             if result.ok:
                 self._outputs.record(result)
             self._emit(ItemCompleted(result))
-        if batch is not None:
-            self._replicas.table.touch(batch.replica_id, now, -1)
-            ran = [r for r in results if r.cause != "cancelled"]
-            if ran:  # only failures about the replica count (never a bad input)
-                self._breakers.record_results(batch.replica_id, ran, now)
 
 
 def failures(

@@ -189,9 +189,15 @@ class ReplicaEvicted:
 
 @dataclass(frozen=True)
 class BreakerChanged:
+    """A replica's circuit breaker changed state. ``open``: the executor refuses the replica's
+    batches (``unavailable``) for ``probe_in_s`` seconds, then lets one through, the probe, whose
+    outcome reports ``closed`` or ``open`` again. The live runtime hands it to the core, which
+    routes around the replica meanwhile (:mod:`control.core.breakers`)."""
+
     replica_id: str
     state: str  # "closed" | "open" | "half_open"
     reason: str
+    probe_in_s: float = 0.0  # open: seconds until the probe may go
 
 
 ExecutorEvent = (
