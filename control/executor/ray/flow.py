@@ -126,7 +126,7 @@ class Flow:
             results = failures(batch, slot.device_id, why, cause)
             failed.extend(r.idempotency_key for r in results if r.idempotency_key in self.inflight)
             self.finish(results)
-            self._judge(batch, results)
+            self._judge(batch, results, self.now())
         slot.running.clear()
         slot.queue.clear()
         lost = tuple(sorted(slot.replicas))
@@ -160,9 +160,10 @@ class Flow:
         if slot is None or not slot.up:
             why = f"replica {batch.replica_id} is not loaded"
             return self._refuse(batch, device_id or "?", why)
-        if (why := self.breakers.refusal(batch.replica_id, self.now())) is not None:
+        now = self.now()
+        if (why := self.breakers.refusal(batch.replica_id, now)) is not None:
             return self._refuse(batch, slot.device_id, why)  # the actor never sees it
-        self.room.used(batch.replica_id, self.now())
+        self.room.used(batch.replica_id, now)
         self.inflight.update(i.idempotency_key for i in batch.items)
         slot.queue.append(batch)
         self.send(slot)
@@ -232,9 +233,10 @@ class Flow:
                 else:
                     results.extend(msg[2])
         self.finish(results)
+        now = self.now()
         self.deadlines.ended(slot.device_id, batch, results)
-        self.deadlines.next(slot.device_id, slot.running, self.now())  # the actor's next batch
-        self._judge(batch, results)
+        self.deadlines.next(slot.device_id, slot.running, now)  # the batch the actor runs next
+        self._judge(batch, results, now)
         self.send(slot)
 
     def _on_deltas(self, slot: Slot, gen: int, messages: list[tuple]) -> None:
@@ -243,10 +245,9 @@ class Flow:
             for msg in messages:
                 self.pump.emit(TokenDelta(*msg[1:]))
 
-    def _judge(self, batch: Batch, results: list[ItemResult]) -> None:
+    def _judge(self, batch: Batch, results: list[ItemResult], now: float) -> None:
         """``batch`` ended with ``results``: its replica's breaker counts them, and the
-        replica was used now (the LRU order of eviction)."""
-        now = self.now()
+        replica was used ``now`` (the LRU order of eviction)."""
         self.room.used(batch.replica_id, now)
         self.breakers.ended(batch.replica_id, results, now)
 
@@ -276,7 +277,7 @@ class Flow:
                 if stay:
                     kept.append(replace(batch, items=stay) if gone else batch)
                 elif gone:  # the whole batch is out: it ended without running
-                    self._judge(batch, [])
+                    self._judge(batch, [], self.now())
             slot.queue.clear()
             slot.queue.extend(kept)
 
