@@ -79,11 +79,12 @@ def test_a_load_that_does_not_fit_evicts_an_idle_replica_never_a_busy_one(rex):
     there = remote_device(rex)
     budget = next(d for d in rex.devices() if d.device_id == there).memory_budget_mib
     part = lambda name, share: ModelRef(name, "noop", "tool", expected_mib=int(budget * share))  # noqa: E731
-    assert rex.load("idle", part("idle", 0.4), there).result(60).ok
     assert rex.load("busy", part("busy", 0.4), there).result(60).ok
     drain(rex, 0.0)
     rex.submit(Batch("long", "busy", (one("ev-busy", busy_ms=2000),)))  # within its deadline
     assert status(rex, there).busy  # a batch of "busy" is in flight on the actor
+    # loaded while it runs: "busy" is the least recently used, but not idle
+    assert rex.load("idle", part("idle", 0.4), there).result(60).ok
     report = rex.load("third", part("third", 0.4), there).result(60)
     assert report.ok and report.evicted == ("idle",), report
     # even evicting every idle replica (third) leaves too little room beside the busy one
