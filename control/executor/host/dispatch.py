@@ -24,7 +24,7 @@ from dataclasses import replace
 from control.clock import Clock
 from control.executor.host.breaker import Breakers
 from control.executor.host.config import ExecutorConfig
-from control.executor.host.handle import WorkerHandle, batch_deadline_s
+from control.executor.host.handle import ExpectedTimes, WorkerHandle
 from control.executor.host.idempotency import IdempotencyStore
 from control.executor.host.outputs import OutputDirectory
 from control.executor.host.replicas import ReplicaSet
@@ -57,7 +57,7 @@ class Dispatch:
         self._store, self._outputs, self._transfers = store, outputs, transfers
         self._emit = emit
         self._inflight: dict[str, str] = {}  # idempotency key -> batch id
-        self._item_ms: dict[str, float] = {}  # replica -> smoothed device ms per item
+        self._times = ExpectedTimes()  # of each replica's batches: their hang deadlines
 
     def in_flight(self) -> int:
         """Keys submitted and not completed yet."""
@@ -173,22 +173,15 @@ class Dispatch:
 
     def _arm(self, handle: WorkerHandle, batch: Batch) -> None:
         """Time ``batch`` from now against its deadline (its expected time, or ours)."""
-        expected = batch.expected_ms
-        if expected is None and batch.replica_id in self._item_ms:
-            expected = self._item_ms[batch.replica_id] * len(batch.items)
         c = self.config
-        deadline = batch_deadline_s(expected, c.hang_multiple, c.hang_floor_s)
+        deadline = self._times.deadline_s(batch, c.hang_multiple, c.hang_floor_s)
         handle.on_started(batch.batch_id, self._now(), deadline)
 
     def on_results(self, handle: WorkerHandle, batch_id: str, results: list[ItemResult]) -> None:
         handle.on_finished(batch_id)
         batch = handle.inflight.pop(batch_id, None)
-        ran = [r for r in results if r.ok]
-        if batch is not None and ran:
-            # ms per item, smoothed: the expected time of this replica's next batches
-            per_item = ran[0].device_ms / max(1, ran[0].batch_size)
-            old = self._item_ms.get(batch.replica_id, per_item)
-            self._item_ms[batch.replica_id] = 0.8 * old + 0.2 * per_item
+        if batch is not None:  # the expected time of this replica's next batches
+            self._times.record(batch.replica_id, results)
         self.finish(batch, results)
 
     def worker_lost(self, handle: WorkerHandle, reason: str, hung: set[str]) -> list[str]:

@@ -34,7 +34,14 @@ from typing import Any
 
 from control.executor.host.config import DEFAULT_MISSED_HEARTBEATS
 from control.executor.host.sender import PipeSender
-from control.executor.protocol import Batch, DeviceInfo, RunningBatch, WorkerStatus, wire
+from control.executor.protocol import (
+    Batch,
+    DeviceInfo,
+    ItemResult,
+    RunningBatch,
+    WorkerStatus,
+    wire,
+)
 from control.executor.worker.main import WorkerConfig, worker_main
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,30 @@ def batch_deadline_s(expected_ms: float | None, multiple: float, floor_s: float)
     never less than ``floor_s`` (predictions are rough; a busy shared core runs slower)."""
     expected_s = (expected_ms or 0.0) / 1000.0
     return max(floor_s, multiple * expected_s)
+
+
+class ExpectedTimes:
+    """Each replica's device time per item, smoothed over its batches that ran: the expected
+    time of a batch that states none (``Batch.expected_ms``), and so its hang deadline. Pure;
+    shared by both executors."""
+
+    def __init__(self) -> None:
+        self._item_ms: dict[str, float] = {}  # replica -> smoothed device ms per item
+
+    def deadline_s(self, batch: Batch, multiple: float, floor_s: float) -> float:
+        """``batch``'s hang deadline (:func:`batch_deadline_s` of its expected time)."""
+        expected = batch.expected_ms
+        if expected is None and batch.replica_id in self._item_ms:
+            expected = self._item_ms[batch.replica_id] * len(batch.items)
+        return batch_deadline_s(expected, multiple, floor_s)
+
+    def record(self, replica_id: str, results: list[ItemResult]) -> None:
+        """A batch of ``replica_id`` reported ``results``: its ok items update the estimate."""
+        ran = [r for r in results if r.ok]
+        if ran:
+            per_item = ran[0].device_ms / max(1, ran[0].batch_size)
+            old = self._item_ms.get(replica_id, per_item)
+            self._item_ms[replica_id] = 0.8 * old + 0.2 * per_item
 
 
 @dataclass

@@ -8,9 +8,10 @@ process and a pipe); the model code does not: the actor builds the same adapters
 
 Methods and their concurrency groups (Ray runs the methods of one group in call order):
 
-* default group (one at a time, in order): ``run``, ``export``, ``fetch``, ``release``,
-  ``unload``; like a local worker's main thread, so an export or fetch sees every output of the
-  batches called before it;
+* default group (one at a time, in order): ``run``, ``stream`` (``run`` for a batch whose text
+  streams: a generator, :mod:`.streams`), ``export``, ``fetch``, ``release``, ``unload``; like
+  a local worker's main thread, so an export or fetch sees every output of the batches called
+  before it;
 * ``load`` (one at a time): loading runs beside the hot replicas, as a local worker's loader
   thread does; the replica is installed when the load returns;
 * ``ctl``: ``status`` answers while a batch runs (the executor's heartbeat).
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +115,50 @@ class DeviceActor:
         sent = [m for m in self._sent if m[0] in (wire.RESULTS, wire.DELTA)]
         self._sent.clear()
         return sent, {k: nbytes(v) for k, v in moved.items()}
+
+    def stream(self, batch: Batch, keys: tuple, *values: Any) -> Iterator[tuple[list, dict | None]]:
+        """``run`` for a batch whose text streams (a Ray streaming generator, see
+        :mod:`.streams`): yields ``(deltas, None)`` as the model produces text, then once what
+        ``run`` returns. The batch runs on a thread of its own meanwhile (a generator cannot
+        yield from inside the model's callback); this method still holds the default group, so
+        nothing else runs on the replicas until it ends, as for ``run``."""
+        moved = {k: v for k, v in zip(keys, values, strict=True) if not isinstance(v, Missing)}
+        produced: queue.SimpleQueue = queue.SimpleQueue()
+        done = object()
+
+        def work() -> None:
+            try:
+                self.batches.run(batch, moved, announce=False)
+            except BaseException as err:  # noqa: BLE001 (raised below, as run would)
+                produced.put(err)
+            finally:
+                produced.put(done)
+
+        # The runner's messages go to the queue for this batch only (``run``'s list otherwise:
+        # the default group runs one method at a time, so nothing else sends meanwhile).
+        self.batches.send = produced.put
+        self._busy.set()
+        try:
+            threading.Thread(target=work, name=f"batch-{batch.batch_id}", daemon=True).start()
+            pending: list[tuple] = []  # messages not yet yielded
+            while True:
+                chunk = [produced.get()]
+                while not produced.empty():  # what came meanwhile goes in one value
+                    chunk.append(produced.get_nowait())
+                for msg in chunk:
+                    if isinstance(msg, BaseException):
+                        raise msg
+                    if msg is not done and msg[0] in (wire.RESULTS, wire.DELTA):
+                        pending.append(msg)
+                if any(msg is done for msg in chunk):
+                    break
+                if pending and pending[-1][0] == wire.DELTA:  # results go with the last value
+                    yield pending, None
+                    pending = []
+        finally:
+            self._busy.clear()
+            self.batches.send = self._sent.append
+        yield pending, {k: nbytes(v) for k, v in moved.items()}
 
     def export(self, run_id: str, node_id: str, field: str) -> Any:
         """One field of a held output, as it is (a tensor stays a tensor), or :class:`Missing`."""

@@ -8,8 +8,11 @@ completions are handled on one thread of its own (:mod:`.pump`), which delivers 
 loop given to ``start`` or, without one, itself. Its public methods and that thread each hold
 the executor's lock while they run; none waits on an actor.
 
-Multi-device replicas: :mod:`.groups`. Not yet here: hang deadlines and breakers per replica,
-eviction to make room (a load that does not fit is refused), streamed text as it is produced.
+As on the local executor: hang deadlines of the batches the actors run (:mod:`.deadlines`; a
+hung actor is killed and restarted), a circuit breaker per replica (:mod:`.breakers`), room for a
+load made by evicting least-recently-used idle replicas (:mod:`.loads`, :mod:`.room`; refused,
+naming why, only when even that cannot make room), and streamed text that reaches the executor
+as it is produced (:mod:`.streams`). Multi-device replicas: :mod:`.groups`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 import ray
 
 from control.clock import SYSTEM_CLOCK, Clock
+from control.executor.host.breaker import BreakerConfig
+from control.executor.host.config import ExecutorConfig
 from control.executor.host.hub import EventHub
 from control.executor.host.replicas import estimate_mib
 from control.executor.protocol import (
@@ -38,9 +43,9 @@ from control.executor.protocol import (
     WorkerStatus,
 )
 from control.executor.protocol.executor import replica_devices
-from control.executor.ray import cluster, groups
+from control.executor.ray import cluster, deadlines
 from control.executor.ray.flow import Flow
-from control.executor.ray.groups import settle as _settle_load
+from control.executor.ray.loads import Loads
 from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
 from control.executor.ray.slots import Slot
@@ -55,6 +60,10 @@ class RayExecutorConfig:
     max_held_outputs: int = 10_000
     idempotency_capacity: int = 100_000
     poll_queue: bool = True
+    #: a batch running longer than this multiple of its expected time hangs (as local)
+    hang_multiple: float = ExecutorConfig.hang_multiple
+    hang_floor_s: float = ExecutorConfig.hang_floor_s  # the shortest hang deadline (seconds)
+    breaker: BreakerConfig = BreakerConfig()  # per replica
 
 
 class RayExecutor:
@@ -67,10 +76,11 @@ class RayExecutor:
         self._pump = Pump(self._lock, self._tick, config.heartbeat_s)
         options = dict(cache_dir=str(Path(config.cache_dir).resolve()),
                        torch_threads=config.torch_threads, max_held=config.max_held_outputs)  # fmt: skip
-        self._flow = Flow(self._pump, options, self._now, config.idempotency_capacity)
-        self._flow.on_lost = self._fail_loads
-        self._loads: dict[str, tuple[str, concurrent.futures.Future]] = {}  # replica -> (dev, f)
-        self._groups = groups.Groups()  # the placement groups of multi-device replicas
+        timer = deadlines.Deadlines(config.hang_multiple, config.hang_floor_s)
+        self._flow = Flow(self._pump, options, self._now, config.idempotency_capacity,
+                          deadlines=timer, breaker=config.breaker)  # fmt: skip
+        self._replicas = Loads(self._flow, self._pump, self._now)
+        self._flow.on_lost = self._replicas.fail
         self._after: Callable[[], None] | None = None
         self._started = self._connected = False
         self._here = ""
@@ -123,9 +133,7 @@ class RayExecutor:
         with self._lock:
             self._flow.stopping = True
             slots = list(self._flow.slots.values())
-            for replica_id, (_, future) in list(self._loads.items()):
-                _settle_load(future, LoadReport(replica_id, "?", False, "executor stopped"))
-            self._loads.clear()
+            self._replicas.stop()
         self._pump.stop()
         for slot in slots:
             if slot.actor is not None:
@@ -144,12 +152,19 @@ class RayExecutor:
             return slot.pid if dict(slot.device.labels).get("address") == self._here else None
 
     def heartbeat(self) -> list[WorkerStatus]:
+        """Each actor's status, with the batches it runs now and their hang deadlines."""
         now = self._now()
         with self._lock:
             return [WorkerStatus(s.device_id, s.pid, s.up, now - s.last_seen if s.last_seen
                                  else float("inf"), s.restarts, bool(s.running),
-                                 tuple(sorted(s.replicas)), s.used_mib + self._groups.held_mib(s))
+                                 tuple(sorted(s.replicas)),
+                                 s.used_mib + self._replicas.groups.held_mib(s),
+                                 self._flow.deadlines.running(s.device_id, now))
                     for s in self._flow.slots.values()]  # fmt: skip
+
+    def breaker_state(self, replica_id: str) -> str:
+        with self._lock:
+            return self._flow.breakers.of(replica_id).state
 
     def _slot(self, device_id: str) -> Slot:
         slot = self._flow.slots.get(device_id)
@@ -158,9 +173,10 @@ class RayExecutor:
         return slot
 
     def _tick(self) -> None:
-        """Pump thread, every heartbeat: the node table, status calls, queued releases, the
-        store's packing."""
+        """Pump thread, every heartbeat: the node table, hung actors, status calls, queued
+        releases, the store's packing."""
         self._nodes.tick(ray.nodes())
+        deadlines.kill_hung(self._flow, self._now())
         for slot in self._flow.slots.values():
             self._flow.ping(slot)
         for device_id, run_ids in self._flow.outputs.take_releases():
@@ -173,62 +189,18 @@ class RayExecutor:
 
     def load(self, replica_id: str, model_ref: ModelRef, device_id: str, *,
              group: tuple[str, ...] = ()) -> concurrent.futures.Future[LoadReport]:  # fmt: skip
-        """See the Protocol; a group of k devices is a placement group (:mod:`.groups`)."""
+        """See the Protocol; room is made by evicting idle replicas, and a group of k devices
+        is a placement group (:mod:`.loads`)."""
         need = estimate_mib(model_ref, Path(self.config.cache_dir))
-        future: concurrent.futures.Future[LoadReport] = concurrent.futures.Future()
         devices = replica_devices(device_id, group)
         with self._lock:
-            slot = [self._slot(d) for d in devices][0]
-            if replica_id in self._flow.replica_dev or replica_id in self._loads:
-                raise ExecutorError(f"replica {replica_id!r} is already loaded")
-            why = groups.refusal(self._flow.slots, devices, need)
-            if why is not None:
-                return _settle_load(future, LoadReport(replica_id, device_id, False, why)) or future
-            self._loads[replica_id] = (device_id, future)
-            go = lambda _: self._send_load(slot, replica_id, model_ref, need)  # noqa: E731
-            if len(devices) == 1:
-                return go(None) or future
-            late = lambda why: self._fail_loads(slot, why, replica_id)  # noqa: E731
-            self._groups.reserve(replica_id, slot.place.node_id, devices, need, self._pump, go,
-                                 late)  # fmt: skip
-        return future
-
-    def _send_load(self, slot: Slot, replica_id: str, model_ref: ModelRef, need: int) -> None:
-        if replica_id in self._loads and slot.up:
-            ref = slot.actor.load.options(concurrency_group="load").remote(replica_id, model_ref)
-            self._pump.watch(ref, lambda f, g=slot.generation: self._on_loaded(slot, g, replica_id, need, f))  # fmt: skip
-
-    def _on_loaded(self, slot: Slot, gen: int, replica_id: str, need: int, fut: Any) -> None:
-        if (entry := self._loads.pop(replica_id, None)) is None or gen != slot.generation:
-            return None
-        try:
-            load_ms, mib = fut.result()
-        except Exception as err:  # noqa: BLE001 (any load failure is a report)
-            cause, _ = getattr(err, "cause", None) or err, self._groups.release(replica_id)
-            why = f"{type(cause).__name__}: {cause}"
-            return _settle_load(entry[1], LoadReport(replica_id, slot.device_id, False, why))
-        for device_id in self._groups.devices(replica_id) or (slot.device_id,):
-            self._flow.slots[device_id].replicas[replica_id] = size = max(need, mib)  # on each
-        self._flow.replica_dev[replica_id] = slot.device_id
-        _settle_load(entry[1], LoadReport(replica_id, slot.device_id, True, "loaded", load_ms, size))  # fmt: skip
-
-    def _fail_loads(self, slot: Slot, why: str = "device lost", only: str = "") -> None:
-        # slot's actor was lost (its loads and groups fail), or only ``only``'s load failed
-        gone = {only} if only else self._groups.lost(slot.device_id, self._flow.slots,
-                                                       self._flow.replica_dev)  # fmt: skip
-        for replica_id, (device_id, future) in list(self._loads.items()):
-            if (device_id == slot.device_id and not only) or replica_id in gone:
-                del self._loads[replica_id]
-                _settle_load(future, LoadReport(replica_id, device_id, False, why))
+            for d in devices:
+                self._slot(d)  # raises for an unknown device
+            return self._replicas.load(replica_id, model_ref, devices, need)
 
     def unload(self, replica_id: str) -> concurrent.futures.Future[int]:
         with self._lock:
-            device_id = self._flow.replica_dev.pop(replica_id, None)
-            if device_id is None:
-                raise ExecutorError(f"replica {replica_id!r} is not loaded")
-            for held in self._groups.release(replica_id) or (device_id,):
-                self._flow.slots[held].replicas.pop(replica_id, None)
-            return self._flow.slots[device_id].actor.unload.remote(replica_id).future()
+            return self._replicas.unload(replica_id)
 
     # ---- work
 

@@ -7,23 +7,34 @@ stored. A batch waits in its slot's queue until fewer than ``DEPTH`` batches run
 it is then called with every input held by ANOTHER actor as an object reference of that
 actor's ``export`` (Ray resolves it on the consumer's node; the driver never sees the data).
 
+A batch whose text streams goes through the actor's generator method, its deltas reaching the
+executor as they are produced (:mod:`.streams`); every other batch is one plain call.
+
+As on the local executor, each replica has a circuit breaker (:mod:`.breakers`): a batch for a
+replica whose breaker is open is refused at ``submit`` (``unavailable``, retriable) without
+reaching its actor, half-open lets one probe through, and every batch that ended counts toward
+it. Each batch is timed against its hang deadline while its actor runs it (:mod:`.deadlines`).
+
 An actor that dies (the reference of a running batch or of a status call fails with Ray's
-``RayActorError`` for that actor): every batch sent to it or queued for it completes failed
-retriable (``worker_down``), once; its replicas and held outputs are forgotten; ``WorkerDown``
-is emitted; a fresh actor is started on the same node (unless the node left), and ``WorkerUp``
-is emitted when it answers: the runtime then reloads its replicas, as for a local worker.
+``RayActorError`` for that actor) or hangs (a batch it runs passed its deadline: the executor's
+tick kills it, :func:`~control.executor.ray.deadlines.kill_hung`): every batch sent to it or
+queued for it completes failed retriable, once (``hang`` for the batch it was running when it
+hung, else ``worker_down``); its replicas and held outputs are forgotten; ``WorkerDown`` is
+emitted; a fresh actor is started on the same node (unless the node left), and ``WorkerUp`` is
+emitted when it answers: the runtime then reloads its replicas, as for a local worker.
 Not thread-safe: called under the executor's lock (from the pump thread or a public method).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
 from ray.exceptions import RayActorError
 
+from control.executor.host.breaker import BreakerConfig
 from control.executor.host.dispatch import failures
 from control.executor.host.idempotency import IdempotencyStore
 from control.executor.host.outputs import OutputDirectory
@@ -37,17 +48,24 @@ from control.executor.protocol import (
     WorkerUp,
     wire,
 )
-from control.executor.ray import cluster
+from control.executor.ray import cluster, streams
+from control.executor.ray.breakers import ReplicaBreakers
+from control.executor.ray.deadlines import Deadlines
 from control.executor.ray.moves import MoveLog
 from control.executor.ray.pump import Pump
+from control.executor.ray.room import Room
 from control.executor.ray.slots import DEPTH, Slot
 
 log = logging.getLogger(__name__)
 
 
 class Flow:
-    def __init__(self, pump: Pump, options: dict, now: Callable[[], float], capacity: int):
+    def __init__(self, pump: Pump, options: dict, now: Callable[[], float], capacity: int, *,
+                 deadlines: Deadlines, breaker: BreakerConfig = BreakerConfig()):  # fmt: skip
         self.pump, self.options, self.now = pump, options, now
+        self.deadlines = deadlines  # of the batches the actors run (hangs)
+        self.breakers = ReplicaBreakers(breaker, pump.emit)  # one per replica
+        self.room = Room()  # when each replica was last used (eviction)
         self.slots: dict[str, Slot] = {}
         self.store = IdempotencyStore(capacity)
         self.outputs = OutputDirectory(capacity)
@@ -92,19 +110,23 @@ class Flow:
             self.pump.emit(WorkerUp(slot.device_id, pid, slot.restarts))
             self.send(slot)
 
-    def lost(self, slot: Slot, reason: str) -> None:
-        """The slot's actor died: report what it held lost, then restart it (module doc)."""
+    def lost(self, slot: Slot, reason: str, hung: Collection[str] = ()) -> None:
+        """The slot's actor died (or was killed: ``hung`` names the batches it was running
+        then, which fail ``hang``): report what it held lost, then restart it (module doc)."""
         if self.stopping or not slot.actor_hex:
             return
         log.warning("actor of %s down: %s", slot.device_id, reason)
         slot.generation += 1  # replies of the dead actor are ignored from now on
         slot.up, slot.actor_hex, slot.status_pending = False, "", False
+        self.deadlines.forget(slot.device_id)
         why = f"worker {slot.device_id} down: {reason}"
         failed: list[str] = []
         for batch in [*slot.running.values(), *slot.queue]:
-            results = failures(batch, slot.device_id, why, "worker_down")
+            cause = "hang" if batch.batch_id in hung else "worker_down"
+            results = failures(batch, slot.device_id, why, cause)
             failed.extend(r.idempotency_key for r in results if r.idempotency_key in self.inflight)
             self.finish(results)
+            self._judge(batch, results, self.now())
         slot.running.clear()
         slot.queue.clear()
         lost = tuple(sorted(slot.replicas))
@@ -137,20 +159,34 @@ class Flow:
         slot = self.slots.get(device_id or "")
         if slot is None or not slot.up:
             why = f"replica {batch.replica_id} is not loaded"
-            for result in failures(batch, device_id or "?", why, "unavailable"):
-                self.pump.emit(ItemCompleted(result))
-            return
+            return self._refuse(batch, device_id or "?", why)
+        now = self.now()
+        if (why := self.breakers.refusal(batch.replica_id, now)) is not None:
+            return self._refuse(batch, slot.device_id, why)  # the actor never sees it
+        self.room.used(batch.replica_id, now)
         self.inflight.update(i.idempotency_key for i in batch.items)
         slot.queue.append(batch)
         self.send(slot)
 
+    def _refuse(self, batch: Batch, device_id: str, why: str) -> None:
+        """Refused before reaching an actor (not loaded, breaker open): retriable elsewhere."""
+        for result in failures(batch, device_id, why, "unavailable"):
+            self.pump.emit(ItemCompleted(result))
+
     def send(self, slot: Slot) -> None:
-        """Call the actor with queued batches while fewer than DEPTH run there."""
+        """Call the actor with queued batches while fewer than DEPTH run there (a batch whose
+        text streams through the actor's generator method, :mod:`.streams`)."""
         while slot.up and slot.queue and len(slot.running) < DEPTH:
             batch = slot.queue.popleft()
             keys, refs = self._moved_inputs(batch, slot.device_id)
             slot.running[batch.batch_id] = batch
+            self.deadlines.next(slot.device_id, slot.running, self.now())
             gen = slot.generation
+            if streams.wanted(batch):
+                streams.call(slot.actor, batch, keys, refs, self.pump,
+                             lambda msgs, g=gen: self._on_deltas(slot, g, msgs),
+                             lambda fut, b=batch, g=gen: self._on_run(slot, g, b, fut))  # fmt: skip
+                continue
             ref = slot.actor.run.remote(batch, keys, *refs)
             self.pump.watch(ref, lambda fut, b=batch, g=gen: self._on_run(slot, g, b, fut))
 
@@ -174,6 +210,7 @@ class Flow:
         if gen != slot.generation:
             return  # its actor died: the batch was reported with it
         slot.running.pop(batch.batch_id, None)
+        results: list[ItemResult] = []
         try:
             sent, sizes = fut.result()
         except RayActorError as err:
@@ -183,19 +220,36 @@ class Flow:
             why = f"an input was lost with the actor holding it ({type(err).__name__})"
             lost = tuple(sorted({i.node_id for it in batch.items for i in it.inputs.values()
                                  if isinstance(i, InputRef)}))  # fmt: skip
-            self.finish([replace(r, lost=lost or None)
-                         for r in failures(batch, slot.device_id, why, "unavailable")])  # fmt: skip
+            results = [replace(r, lost=lost or None)
+                       for r in failures(batch, slot.device_id, why, "unavailable")]  # fmt: skip
         except Exception as err:  # noqa: BLE001 (the call itself failed, e.g. unpickling)
-            self.finish(failures(batch, slot.device_id, f"{type(err).__name__}: {err}",
-                                 "model_error"))  # fmt: skip
+            results = failures(batch, slot.device_id, f"{type(err).__name__}: {err}",
+                               "model_error")  # fmt: skip
         else:
             self.moves.record(batch, sizes)
             for msg in sent:
                 if msg[0] == wire.DELTA:
                     self.pump.emit(TokenDelta(*msg[1:]))
                 else:
-                    self.finish(msg[2])
+                    results.extend(msg[2])
+        self.finish(results)
+        now = self.now()
+        self.deadlines.ended(slot.device_id, batch, results)
+        self.deadlines.next(slot.device_id, slot.running, now)  # the batch the actor runs next
+        self._judge(batch, results, now)
         self.send(slot)
+
+    def _on_deltas(self, slot: Slot, gen: int, messages: list[tuple]) -> None:
+        """Text a streamed batch produced so far (its results come to ``_on_run``)."""
+        if gen == slot.generation:  # else its actor died: nothing of it is reported any more
+            for msg in messages:
+                self.pump.emit(TokenDelta(*msg[1:]))
+
+    def _judge(self, batch: Batch, results: list[ItemResult], now: float) -> None:
+        """``batch`` ended with ``results``: its replica's breaker counts them, and the
+        replica was used ``now`` (the LRU order of eviction)."""
+        self.room.used(batch.replica_id, now)
+        self.breakers.ended(batch.replica_id, results, now)
 
     def finish(self, results: Iterable[ItemResult]) -> None:
         """Report each result of a key still in flight, once."""
@@ -222,6 +276,8 @@ class Flow:
                                          "cancelled before it started", "cancelled"))  # fmt: skip
                 if stay:
                     kept.append(replace(batch, items=stay) if gone else batch)
+                elif gone:  # the whole batch is out: it ended without running
+                    self._judge(batch, [], self.now())
             slot.queue.clear()
             slot.queue.extend(kept)
 

@@ -1,7 +1,8 @@
 """Multi-device (tensor parallel) replicas on Ray: one placement group per replica.
 
 A replica whose load names a group of k devices (``Executor.load(..., group=)``: the core's
-group, one interconnect domain) must have all k on ONE node, each with room for it. It is then
+group, one interconnect domain) must have all k on ONE node, each with room for it (made by
+evicting idle replicas where needed: :mod:`.room`). It is then
 reserved as a Ray placement group, ``STRICT_PACK``, one bundle per device (each bundle holds
 the replica's MiB of the node's ``memory`` resource), pinned to that node by its node-id label;
 the replica is loaded (on the group's first device) only once every bundle is ready, and the
@@ -31,19 +32,20 @@ MIB = 1024 * 1024
 READY_S = 30.0
 
 
-def refusal(slots: Mapping[str, Slot], devices: tuple[str, ...], need: int) -> str | None:
-    """Why a replica on ``devices`` (of ``need`` MiB on each) cannot load now, or None."""
+def refusal(slots: Mapping[str, Slot], devices: tuple[str, ...], need: int,
+            fits: Callable[[Slot], bool]) -> str | None:  # fmt: skip
+    """Why a replica on ``devices`` (of ``need`` MiB on each) cannot load now, or None.
+    ``fits(slot)``: whether ``need`` MiB fits on the slot's device, evicting idle replicas if
+    need be (:mod:`.room`); a single device's room is left to the caller's plan."""
     first = slots[devices[0]]
     if len(devices) == 1:
-        if not first.up:
-            return f"{first.device_id} is down"
-        free = first.device.memory_budget_mib - first.charged_mib()
-        return None if need <= free else f"needs {need} MiB, {free} MiB free on {first.device_id}"
+        return None if first.up else f"{first.device_id} is down"
     group = [slots[d] for d in devices]
-    if len({s.place.node_id for s in group}) == 1 and all(_room(s, need) for s in group):
+    room = lambda s: s.up and not s.gone and fits(s)  # noqa: E731
+    if len({s.place.node_id for s in group}) == 1 and all(room(s) for s in group):
         return None
     k = len(devices)
-    free = Counter(s.place.node_id for s in slots.values() if _room(s, need) and not s.gone)
+    free = Counter(s.place.node_id for s in slots.values() if room(s))
     node, most = free.most_common(1)[0] if free else ("-", 0)
     return (f"tp_degree {k}: needs {k} devices with {need} MiB free on one node; no node has "
             f"{k} free in the group {list(devices)} (most free: {most}, on node {node[:8]})")  # fmt: skip
@@ -53,10 +55,6 @@ def settle(future: concurrent.futures.Future, report: Any) -> None:
     """Resolve a load's future unless it is already resolved."""
     if not future.done():
         future.set_result(report)
-
-
-def _room(slot: Slot, need: int) -> bool:
-    return slot.up and slot.charged_mib() + need <= slot.device.memory_budget_mib
 
 
 @dataclass
