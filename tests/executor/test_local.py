@@ -285,6 +285,29 @@ def test_breaker_opens_after_repeated_batch_failures(ex):
     assert not refused.ok and "circuit open" in refused.error and refused.cause == "unavailable"
 
 
+def test_a_cancelled_probe_lets_the_next_batch_probe(ex):
+    """A half-open breaker's probe batch cancelled before it ran says nothing of the replica,
+    but it is over: the next batch is the probe. Before, the breaker kept waiting for the
+    cancelled probe and refused every batch of the replica from then on."""
+    load(ex, "noop-hold", NOOP, "cpu:1")
+    load(ex, "noop-p", NOOP, "cpu:1")
+    ex.submit(
+        Batch("p-hold", "noop-hold", (one("p-h", "ph", {"x": 0}, run="run-p", busy_ms=1500),))
+    )
+    wait_for_busy(ex, "cpu:1")
+    with ex._lock:  # its cooldown long over: the next batch goes as the probe
+        breaker = ex._breakers.of("noop-p")
+        breaker.state, breaker.failures, breaker.opened_at = "open", 2, -1e9
+    ex.submit(Batch("p-first", "noop-p", (one("p-1", "p1", {"x": 1}, run="run-p"),)))
+    ex.cancel(["p-1"])  # still behind "p-hold" in the worker's inbox: taken out
+    first = completions(wait_for(ex, all_done(["p-1"])))["p-1"]
+    assert first.cause == "cancelled"
+    ex.submit(Batch("p-second", "noop-p", (one("p-2", "p2", {"x": 2}, run="run-p"),)))
+    second = completions(wait_for(ex, all_done(["p-2"]), 30))["p-2"]
+    assert second.ok, second.error
+    assert ex.breaker_state("noop-p") == "closed"
+
+
 def test_inputs_too_long_for_the_model_fail_as_bad_input_and_never_open_the_breaker(ex):
     """Issue 22: a prompt beyond the model's context used to raise in the forward pass (a
     model_error, retriable) and two of them opened the replica's breaker for every tenant."""

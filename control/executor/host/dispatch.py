@@ -214,6 +214,8 @@ class Dispatch:
             ran = [r for r in results if r.cause != "cancelled"]
             if ran:  # only failures about the replica count (never a bad input)
                 self._breakers.record_results(batch.replica_id, ran, now)
+            else:  # every item cancelled: says nothing of the replica, but a probe is over
+                self._breakers.of(batch.replica_id).settle()
         for result in results:
             self._inflight.pop(result.idempotency_key, None)
             self._store.keep(result)

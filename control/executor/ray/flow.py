@@ -232,11 +232,11 @@ class Flow:
                     self.pump.emit(TokenDelta(*msg[1:]))
                 else:
                     results.extend(msg[2])
-        self.finish(results)
         now = self.now()
+        self._judge(batch, results, now)  # first: a breaker that opens is known before the
+        self.finish(results)  # failures that opened it (never retried onto the open replica)
         self.deadlines.ended(slot.device_id, batch, results)
         self.deadlines.next(slot.device_id, slot.running, now)  # the batch the actor runs next
-        self._judge(batch, results, now)
         self.send(slot)
 
     def _on_deltas(self, slot: Slot, gen: int, messages: list[tuple]) -> None:
