@@ -9,7 +9,8 @@ ends everything. All methods are called on the runtime's event loop.
 The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
 idempotency key), on the loop thread, so the API can append ledger entries. ``on_rollout``
 receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block);
-``on_device_joined`` every device that joins the fleet (:mod:`control.runtime.joins`), likewise.
+``on_device_joined`` every device that joins the fleet (:mod:`control.runtime.joins`), likewise,
+and ``on_device_left`` the id of every device gone for good (its node left the cluster).
 Time is read from the runtime's :class:`~control.clock.Clock`, which its driver and actuator
 share (runs' submission and wall times, the driver's ``now``).
 """
@@ -91,10 +92,12 @@ class LiveRuntime:
         *,
         on_rollout: Callable[[RolloutTransition], None] | None = None,
         on_device_joined: joins.OnJoined | None = None,
+        on_device_left: joins.OnLeft | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.blueprint, self.clock = blueprint, clock
         self.on_rollout, self.on_device_joined = on_rollout, on_device_joined
+        self.on_device_left = on_device_left
         self.latency = latency
         self.executor = executor
         self.model_refs = dict(model_refs)
@@ -141,7 +144,8 @@ class LiveRuntime:
         # metrics and releases wait until the callers a turn answers have been answered
         done = Completions(self.runs, self.blueprint.cost, self.metrics, usage_sink,
                            self._worker_down, self._worker_up, later=self._later,
-                           on_joined=lambda info: joins.join(self, info))  # fmt: skip
+                           on_joined=lambda info: joins.join(self, info),
+                           on_gone=lambda device_id: joins.leave(self, device_id))  # fmt: skip
         self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
                                  self.index_replicas, self.metrics, self._put,
                                  self.config.stream_tokens, later=self._later,
@@ -248,7 +252,8 @@ class LiveRuntime:
         return self.driver.devices_up()
 
     def devices_restarting(self) -> int:
-        """Devices down only while their worker restarts (their replicas come back with it)."""
+        """Devices down only while their worker restarts (their replicas come back with it);
+        not a device gone for good (its node left: ``WorkerDown.gone``)."""
         return len(self.actuator.done.down) if self.actuator is not None else 0
 
     async def ingest(self, event: object) -> None:

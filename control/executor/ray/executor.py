@@ -3,9 +3,10 @@ per device on every node (:mod:`.cluster`), the model code the local workers run
 
 Selected by settings (``LEGATO_EXECUTOR=ray``, ``LEGATO_RAY_ADDRESS``; see
 :mod:`control.wiring.executor`). Nodes that join or leave while it runs: :mod:`.membership`
-(``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, Ray's
-completions are handled on one thread of its own (:mod:`.pump`), which delivers events to the
-loop given to ``start`` or, without one, itself. Its public methods and that thread each hold
+(``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, actors
+that stop answering their status call in :mod:`.silence`. Ray's completions are handled on one
+thread of its own (:mod:`.pump`), which delivers events to the loop given to ``start`` or,
+without one, itself. Its public methods and that thread each hold
 the executor's lock while they run; none waits on an actor.
 
 Multi-device replicas: :mod:`.groups`. Not yet here: hang deadlines and breakers per replica,
@@ -43,6 +44,7 @@ from control.executor.ray.flow import Flow
 from control.executor.ray.groups import settle as _settle_load
 from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
+from control.executor.ray.silence import StatusDeadlines, judge_lost
 from control.executor.ray.slots import Slot
 
 
@@ -55,6 +57,14 @@ class RayExecutorConfig:
     max_held_outputs: int = 10_000
     idempotency_capacity: int = 100_000
     poll_queue: bool = True
+    #: heartbeats an up actor may leave unanswered before it is judged lost (:mod:`.silence`)
+    missed_heartbeats: int = 2
+    #: how long an actor loading a model may leave its status unanswered (:mod:`.silence`)
+    load_silence_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_s <= 0 or self.missed_heartbeats < 2:
+            raise ValueError("RayExecutorConfig needs heartbeat_s > 0 and missed_heartbeats >= 2")
 
 
 class RayExecutor:
@@ -64,7 +74,9 @@ class RayExecutor:
         self._now = clock.monotonic
         self._lock = threading.RLock()
         self._hub = EventHub(config.poll_queue)
-        self._pump = Pump(self._lock, self._tick, config.heartbeat_s)
+        self._deadlines = StatusDeadlines(config.heartbeat_s, config.missed_heartbeats,
+                                          config.load_silence_s)  # fmt: skip
+        self._pump = Pump(self._lock, self._tick, self._deadlines.check_s)
         options = dict(cache_dir=str(Path(config.cache_dir).resolve()),
                        torch_threads=config.torch_threads, max_held=config.max_held_outputs)  # fmt: skip
         self._flow = Flow(self._pump, options, self._now, config.idempotency_capacity)
@@ -158,8 +170,14 @@ class RayExecutor:
         return slot
 
     def _tick(self) -> None:
-        """Pump thread, every heartbeat: the node table, status calls, queued releases, the
-        store's packing."""
+        """Pump thread, every deadline check (:mod:`.silence`): the silent actors; and every
+        heartbeat: the node table, status calls, queued releases, the store's packing."""
+        now = self._now()
+        loading = {device_id for device_id, _ in self._loads.values()}
+        for slot, why in self._deadlines.silent(self._flow.slots.values(), now, loading):
+            judge_lost(self._flow, slot, why)
+        if not self._deadlines.beat_due(now):
+            return
         self._nodes.tick(ray.nodes())
         for slot in self._flow.slots.values():
             self._flow.ping(slot)
