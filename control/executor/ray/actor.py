@@ -50,8 +50,15 @@ class NodeLost(Exception):
     """The actor's raylet is gone: its node left the cluster (the executor judges it lost)."""
 
 
+def _parent_raylet() -> int:
+    """The raylet's pid when it is this process's parent, else 0 (a worker started through a
+    wrapper, e.g. in a container: not checked)."""
+    parent = os.getppid()
+    return parent if parent == int(os.environ.get("RAY_RAYLET_PID") or 0) else 0
+
+
 def _raylet_gone(raylet_pid: int) -> bool:
-    """Whether this process lost its parent raylet (Ray's own test: the parent changed)."""
+    """Whether this process lost its parent raylet: it was re-parented when the raylet died."""
     return raylet_pid > 0 and os.getppid() != raylet_pid
 
 
@@ -68,7 +75,7 @@ class DeviceActor:
         from control.executor.worker.batches import BatchRunner
 
         self.device = device
-        self.raylet_pid = int(os.environ.get("RAY_RAYLET_PID") or 0)  # 0: unknown, not checked
+        self.raylet_pid = _parent_raylet()
         # Ray gives a GPU actor its device as the only visible one: cuda:0 inside the actor.
         self.torch_device = torch.device("cuda:0" if device.kind == "cuda" else "cpu")
         self.cache_dir = Path(cache_dir)

@@ -6,11 +6,12 @@ Selected by settings (``LEGATO_EXECUTOR=ray``, ``LEGATO_RAY_ADDRESS``; see
 (``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, actors
 that stop answering their status call in :mod:`.silence`. Ray's completions are handled on one
 thread of its own (:mod:`.pump`), which delivers events to the loop given to ``start`` or,
-without one, itself. Its public methods and that thread each hold
-the executor's lock while they run; none waits on an actor.
+without one, itself. Its public methods and that thread each hold the executor's lock while
+they run; none waits on an actor.
 
-Multi-device replicas: :mod:`.groups`. Not yet here: hang deadlines and breakers per replica,
-eviction to make room (a load that does not fit is refused), streamed text as it is produced.
+Its settings: :mod:`.config`. Multi-device replicas: :mod:`.groups`. Not yet here: hang
+deadlines and breakers per replica, eviction to make room (a load that does not fit is
+refused), streamed text as it is produced.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,31 +40,13 @@ from control.executor.protocol import (
 )
 from control.executor.protocol.executor import replica_devices
 from control.executor.ray import cluster, groups
+from control.executor.ray.config import RayExecutorConfig
 from control.executor.ray.flow import Flow
 from control.executor.ray.groups import settle as _settle_load
 from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
-from control.executor.ray.silence import StatusDeadlines, judge_lost
+from control.executor.ray.silence import StatusDeadlines
 from control.executor.ray.slots import Slot
-
-
-@dataclass(frozen=True)
-class RayExecutorConfig:
-    ray: cluster.RaySettings = cluster.RaySettings()
-    heartbeat_s: float = 0.5  # status call interval per actor
-    cache_dir: str = "var/models"
-    torch_threads: int = 1
-    max_held_outputs: int = 10_000
-    idempotency_capacity: int = 100_000
-    poll_queue: bool = True
-    #: heartbeats an up actor may leave unanswered before it is judged lost (:mod:`.silence`)
-    missed_heartbeats: int = 2
-    #: how long an actor loading a model may leave its status unanswered (:mod:`.silence`)
-    load_silence_s: float = 10.0
-
-    def __post_init__(self) -> None:
-        if self.heartbeat_s <= 0 or self.missed_heartbeats < 2:
-            raise ValueError("RayExecutorConfig needs heartbeat_s > 0 and missed_heartbeats >= 2")
 
 
 class RayExecutor:
@@ -74,8 +56,7 @@ class RayExecutor:
         self._now = clock.monotonic
         self._lock = threading.RLock()
         self._hub = EventHub(config.poll_queue)
-        self._deadlines = StatusDeadlines(config.heartbeat_s, config.missed_heartbeats,
-                                          config.load_silence_s)  # fmt: skip
+        self._deadlines = StatusDeadlines.of(config)
         self._pump = Pump(self._lock, self._tick, self._deadlines.check_s)
         options = dict(cache_dir=str(Path(config.cache_dir).resolve()),
                        torch_threads=config.torch_threads, max_held=config.max_held_outputs)  # fmt: skip
@@ -173,9 +154,7 @@ class RayExecutor:
         """Pump thread, every deadline check (:mod:`.silence`): the silent actors; and every
         heartbeat: the node table, status calls, queued releases, the store's packing."""
         now = self._now()
-        loading = {device_id for device_id, _ in self._loads.values()}
-        for slot, why in self._deadlines.silent(self._flow.slots.values(), now, loading):
-            judge_lost(self._flow, slot, why)
+        self._deadlines.judge(self._flow, now, {device for device, _ in self._loads.values()})
         if not self._deadlines.beat_due(now):
             return
         self._nodes.tick(ray.nodes())

@@ -4,26 +4,32 @@ Ray reports an actor that dies with its process (a signal, ``ray.kill``, an OOM 
 the references of its calls fail with ``RayActorError`` (:mod:`.flow`). A node killed outright
 is slower: Ray first reports its actors merely unavailable, after retries of its own (1.3-2.7 s
 measured here), and the node table shows the node dead only after the GCS health check
-(``health_check_period_ms`` x ``health_check_failure_threshold``). So the executor keeps a
-deadline of its own on the status call (the heartbeat, one every ``heartbeat_s``):
+(12-15 s here with Ray's defaults). Two checks of the executor's own close the gap:
 
-* an actor that is up and whose last status answer is older than its limit,
-  ``missed_heartbeats x heartbeat_s``, is judged lost (:func:`judge_lost`): it is killed
-  (``ray.kill``: an actor merely stalled cannot answer later; the slot's generation bump
-  ignores its late replies anyway), its slot reports ``WorkerDown`` (items in flight retriable
-  once, as for any lost actor) and a fresh actor is started unless its node left;
-* silence is judged on two checks in a row (:class:`StatusDeadlines`), one check interval
-  apart: the pump handles every reply queued before a check before the next one, so an answer
-  that had arrived but waited behind a late pump thread is never taken for silence;
-* while a load runs on the actor its limit is ``load_silence_s`` (as the local executor's):
-  loading holds the interpreter in long stretches (tokenizer parsing, weight conversion) that
-  starve the actor's status thread; converting SmolLM2 on a loaded two-core machine left one
-  status unanswered 0.84 s, more than two 0.4-s heartbeats. A crash while loading is still seen
-  at once (``RayActorError``), a node loss within Ray's own 1.3-2.7 s.
+* an actor whose raylet died lives on, orphaned, until Ray's own check of its parent ends it
+  (it answered 350-450 ms after its node was killed here): its status call raises
+  (:class:`~control.executor.ray.actor.NodeLost`), so the node's loss is seen at the next
+  heartbeat;
+* a deadline on the status call (the heartbeat, one every ``heartbeat_s``), for a machine that
+  answers nothing at all (frozen, cut off by the network): an actor that is up and whose last
+  status answer is older than its limit, ``missed_heartbeats x heartbeat_s``, is judged lost
+  (:func:`judge_lost`): it is killed (``ray.kill``: an actor merely stalled cannot answer
+  later; the slot's generation bump ignores its late replies anyway), its slot reports
+  ``WorkerDown`` (items in flight retriable once, as for any lost actor) and a fresh actor is
+  started unless its node left. Silence is judged on two checks in a row, an eighth of a
+  heartbeat apart: the pump handles every reply queued before a check before the next one, so
+  an answer that had arrived but waited behind a late pump thread is never taken for silence.
+  The actor is judged lost at most ``missed_heartbeats x heartbeat_s`` plus a quarter of a
+  heartbeat after its last answer.
 
-A status answer merely slow because the actor's machine is loaded (batches running, another
-actor converting a model beside it) stayed under 0.41 s of silence against 0.4-s heartbeats
-here: the default limit, two heartbeats, leaves one heartbeat of slack.
+False positives guarded against, measured against 0.4-s heartbeats on two loaded cores: an
+actor running long MiniLM batches, or beside another converting SmolLM2, went at most 0.43 s
+without an answer (the interval itself is 0.4 s): two heartbeats leave one of slack. An actor
+LOADING a model went up to 0.84 s (converting SmolLM2) and 0.60 s (its first MiniLM load):
+loading holds the interpreter in long stretches that starve its status thread, so while a load
+runs on it its limit is ``load_silence_s`` (as the local executor's). A crash while loading is
+still seen at once (``RayActorError``), a node loss at its next answer (``NodeLost``) or when
+Ray reports the actor unavailable.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field
 
 import ray
 
+from control.executor.ray.config import RayExecutorConfig
 from control.executor.ray.flow import Flow
 from control.executor.ray.slots import Slot
 
@@ -51,6 +58,10 @@ class StatusDeadlines:
     next_beat: float = 0.0
     #: device ids found silent at the previous check (judged when still silent at this one)
     suspects: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, config: RayExecutorConfig) -> StatusDeadlines:
+        return cls(config.heartbeat_s, config.missed_heartbeats, config.load_silence_s)
 
     @property
     def check_s(self) -> float:
@@ -85,6 +96,11 @@ class StatusDeadlines:
                 found.append((slot, f"no status answer for {quiet:.2f}s (limit {limit:.2f}s)"))
         self.suspects = suspects
         return found
+
+    def judge(self, flow: Flow, now: float, loading: Collection[str]) -> None:
+        """Judge lost (:func:`judge_lost`) the actors of ``flow`` that :meth:`silent` finds."""
+        for slot, why in self.silent(flow.slots.values(), now, loading):
+            judge_lost(flow, slot, why)
 
 
 def judge_lost(flow: Flow, slot: Slot, why: str) -> None:
