@@ -81,6 +81,15 @@ class Settings(BaseSettings):
         "--head`). Default: start a local Ray head.",
     )
 
+    ray_missed_heartbeats: int = Field(
+        2,
+        ge=2,
+        description="Status calls (0.5 s apart) a Ray actor may leave unanswered before it is "
+        "judged lost (killed, its device reported down, a fresh actor started): a node lost "
+        "without a word is seen within this many heartbeats. An actor loading a model gets "
+        "10 s.",
+    )
+
     model_source_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
         description="Folders under which models registered with weights_source=path must lie "

@@ -16,7 +16,10 @@ the ledger's unique ``(request, node, attempt)`` still refuses a second entry.
 
 A worker that dies (cause ``worker_down``) or hangs (cause ``hang``) reports its items
 failed-retriable and then ``WorkerDown``. The failures are held until the ``WorkerDown`` so the
-core marks the device down first and retries elsewhere, not on the dead replica.
+core marks the device down first and retries elsewhere, not on the dead replica. The device
+counts as restarting (``down``) until its ``WorkerUp``, unless the ``WorkerDown`` says the
+device is gone for good (its node left a cluster): then it is down for good and ``on_gone`` is
+told (the runtime marks it down in the device registry).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class Completions:
         later: Callable[..., None] | None = None,
         billed_window_s: float = BILLED_WINDOW_S,
         on_joined: Callable[[DeviceInfo], list[Record]] | None = None,
+        on_gone: Callable[[str], None] | None = None,
     ) -> None:
         self.runs = runs
         self.cost = cost
@@ -79,6 +83,7 @@ class Completions:
         self.on_worker_down = on_worker_down
         self.on_worker_up = on_worker_up
         self.on_joined = on_joined  # a device joined (``DeviceJoined``): records for the core
+        self.on_gone = on_gone  # a device gone for good (``WorkerDown.gone``)
         self.down: set[str] = set()  # devices whose worker died and has not come back
         self.pending: dict[str, PendingBatch] = {}
         self.waiting: dict[str, list[str]] = {}  # idempotency key -> batch ids
@@ -200,9 +205,16 @@ class Completions:
     def _down(self, ev: WorkerDown, now: float) -> list[Record]:
         log.warning("device %s down: %s (lost %s)", ev.device_id, ev.reason, ev.lost_replicas)
         self.metrics.worker_down(ev.device_id)
-        self.down.add(ev.device_id)
+        reason = ev.reason
+        if ev.gone:  # no worker comes back for it: it is not restarting
+            self.down.discard(ev.device_id)
+            reason = f"{reason} (gone for good)"
+        else:
+            self.down.add(ev.device_id)
         self.on_worker_down(ev.device_id)
-        out: list[Record] = [Ingest(DeviceDown(ev.device_id, ev.reason))]
+        if ev.gone and self.on_gone is not None:
+            self.on_gone(ev.device_id)
+        out: list[Record] = [Ingest(DeviceDown(ev.device_id, reason))]
         for r in self._held.pop(ev.device_id, []):
             out.extend(self._result(r, now))
         return out

@@ -8,7 +8,10 @@ are the core's topology domains), added to the runtime's blueprint
 runtime's ``on_device_joined`` hook (the wiring registers it in the device registry), given
 the runtime's index replicas, and announced to the core with ``DeviceUp``: from then on the
 core may place replicas on it and route work to them. A device that leaves goes down as any
-lost worker (``WorkerDown``), through the completions.
+lost worker (``WorkerDown``), through the completions; one gone for good (its node left:
+``WorkerDown.gone``) is told to the runtime's ``on_device_left`` hook (:func:`leave`: the
+wiring marks it down in the device registry). It stays in the blueprint, down: a node id is
+never reused, so no ``DeviceUp`` ever comes for it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ log = logging.getLogger(__name__)
 #: The runtime's ``on_device_joined`` hook: the device as the executor reports it, and as the
 #: core sees it. Called on the loop thread; must not block.
 OnJoined = Callable[[DeviceInfo, DeviceSpec], None]
+
+#: The runtime's ``on_device_left`` hook: the id of a device gone for good. Called on the loop
+#: thread; must not block.
+OnLeft = Callable[[str], None]
 
 #: the label of a device (``DeviceInfo.labels``) naming its NVLink domain, when a backend
 #: over a cluster knows it (the GPUs of one node share it)
@@ -88,3 +95,13 @@ def _add(rt: LiveRuntime, info: DeviceInfo) -> DeviceSpec | None:
         except Exception:  # the registry's failure must not keep the device from serving
             log.exception("on_device_joined failed for %s", info.device_id)
     return spec
+
+
+def leave(rt: LiveRuntime, device_id: str) -> None:
+    """A device gone for good (its node left the cluster): told to ``on_device_left``."""
+    log.warning("device %s left the fleet for good", device_id)
+    if rt.on_device_left is not None:
+        try:
+            rt.on_device_left(device_id)
+        except Exception:  # the registry's failure must not stop the loop
+            log.exception("on_device_left failed for %s", device_id)

@@ -9,9 +9,10 @@ ends everything. All methods are called on the runtime's event loop.
 The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
 idempotency key), on the loop thread, so the API can append ledger entries. ``on_rollout``
 receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block);
-``on_device_joined`` every device that joins the fleet (:mod:`control.runtime.joins`), likewise.
-Time is read from the runtime's :class:`~control.clock.Clock`, which its driver and actuator
-share (runs' submission and wall times, the driver's ``now``).
+``on_device_joined`` every device that joins the fleet, ``on_device_left`` each gone for good
+(:mod:`control.runtime.joins`), likewise. Time is read from the runtime's
+:class:`~control.clock.Clock`, which its driver and actuator share (runs' submission and wall
+times, the driver's ``now``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from control.clock import SYSTEM_CLOCK, Clock
@@ -91,16 +93,14 @@ class LiveRuntime:
         *,
         on_rollout: Callable[[RolloutTransition], None] | None = None,
         on_device_joined: joins.OnJoined | None = None,
+        on_device_left: joins.OnLeft | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.blueprint, self.clock = blueprint, clock
+        self.blueprint, self.clock, self.latency = blueprint, clock, latency
         self.on_rollout, self.on_device_joined = on_rollout, on_device_joined
-        self.latency = latency
-        self.executor = executor
-        self.model_refs = dict(model_refs)
-        self.placement = tuple(placement)
-        self.config = config
-        self.metrics = metrics or RuntimeMetrics()
+        self.on_device_left = on_device_left
+        self.executor, self.config, self.metrics = executor, config, metrics or RuntimeMetrics()
+        self.model_refs, self.placement = dict(model_refs), tuple(placement)
         self.runs: dict[str, RunState] = {}
         self.index_replicas: dict[str, dict[str, str]] = {}
         self._restarts: dict[str, int] = {}
@@ -141,7 +141,8 @@ class LiveRuntime:
         # metrics and releases wait until the callers a turn answers have been answered
         done = Completions(self.runs, self.blueprint.cost, self.metrics, usage_sink,
                            self._worker_down, self._worker_up, later=self._later,
-                           on_joined=lambda info: joins.join(self, info))  # fmt: skip
+                           on_joined=partial(joins.join, self),
+                           on_gone=partial(joins.leave, self))  # fmt: skip
         self.actuator = Actuator(self.executor, done, self.runs, self.model_refs,
                                  self.index_replicas, self.metrics, self._put,
                                  self.config.stream_tokens, later=self._later,
@@ -248,7 +249,7 @@ class LiveRuntime:
         return self.driver.devices_up()
 
     def devices_restarting(self) -> int:
-        """Devices down only while their worker restarts (their replicas come back with it)."""
+        """Devices down only while their worker restarts (not those gone for good)."""
         return len(self.actuator.done.down) if self.actuator is not None else 0
 
     async def ingest(self, event: object) -> None:

@@ -45,6 +45,7 @@ def build_executor(settings: Settings, devices: Sequence[DeviceInfo] | None = No
         cache_dir=str(settings.var_dir / "models"),
         torch_threads=settings.torch_threads,
         poll_queue=False,
+        missed_heartbeats=settings.ray_missed_heartbeats,
     )
     return RayExecutor(config)
 

@@ -24,7 +24,7 @@ from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
 from control.core.types import DeviceSpec
 from control.executor.protocol import DeviceInfo, Executor, ModelRef
-from control.runtime.joins import OnJoined
+from control.runtime.joins import OnJoined, OnLeft
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from control.runtime.types import UsageRecord
@@ -33,7 +33,7 @@ from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.services.inference import InferenceService
 from control.services.live_config import LiveConfigFeed
-from control.services.live_devices import register_device
+from control.services.live_devices import mark_device_left, register_device
 from control.services.rollout_record import RolloutRecorder
 from control.services.single_model import ensure_single_model_workflows
 from control.store.records import RequestRecord
@@ -119,6 +119,7 @@ def build_live(
         async_run_timeout_s=options.async_run_timeout_s,
     )
     runtime.on_device_joined = _registrar(services, inference)
+    runtime.on_device_left = _deregistrar(services)
     return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
 
 
@@ -137,6 +138,21 @@ def _registrar(services: Services, inference: InferenceService) -> OnJoined:
         task.add_done_callback(writes.discard)
 
     return joined
+
+
+def _deregistrar(services: Services) -> OnLeft:
+    """The runtime's ``on_device_left``: a device gone for good (its node left the cluster) is
+    set down in the device registry (a database thread)."""
+    writes: set[asyncio.Task] = set()
+
+    def left(device_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(mark_device_left, services, device_id)
+        )
+        writes.add(task)
+        task.add_done_callback(writes.discard)
+
+    return left
 
 
 def build_runtime(

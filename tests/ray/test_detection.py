@@ -1,7 +1,10 @@
 """An actor that dies is detected within two heartbeat intervals (issue 23, faults): killed
 idle or mid-batch, by a signal or by Ray, its ``WorkerDown`` comes within ``2 x heartbeat_s``
 (plus a margin for this shared machine), its in-flight items come back retriable exactly once,
-and a fresh actor answers."""
+and a fresh actor answers. So does a node killed outright (its raylet gone, its actor orphaned:
+the status call says so) and an actor that stops answering as on a frozen or cut-off machine
+(the status deadline, :mod:`control.executor.ray.silence`); an actor busy with long batches
+while another loads a model beside it is NOT judged lost."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from control import clock
 from control.executor.protocol import (
     Batch,
     BatchItem,
+    DeviceJoined,
     GenParams,
     ItemCompleted,
     ModelRef,
@@ -23,12 +27,14 @@ from control.executor.protocol import (
     WorkerDown,
     WorkerUp,
 )
-from tests.ray.conftest import remote_device, wait_until
+from tests.ray.conftest import STORE, remote_device, wait_until
 
 pytestmark = pytest.mark.ray
 
 NOOP = ModelRef("noop", "noop", "tool")
-#: scheduling slack on a loaded two-core machine, beyond the two intervals
+MINILM = ModelRef("minilm", "embed", "minilm")
+#: scheduling slack on a loaded two-core machine, beyond the two intervals (the status deadline
+#: itself takes up to a quarter of a heartbeat more: a check to find the silence, one to confirm)
 MARGIN_S = 0.4
 
 
@@ -108,3 +114,85 @@ def test_a_busy_actor_that_dies_is_down_within_two_heartbeats_items_retriable_on
     done = [e.result for e in seen if isinstance(e, ItemCompleted)]
     assert sorted(r.idempotency_key for r in done) == keys  # each exactly once
     assert all(not r.ok and r.retriable and r.cause == "worker_down" for r in done)
+
+
+def _busy_items(ex, device: str, replica: str, tag: str) -> list[str]:
+    """Three 5-s items on ``device`` (two run on its actor, one waits); their keys once one runs."""
+    keys = [f"{tag}-k{i}" for i in range(3)]
+    for i, key in enumerate(keys):
+        item = BatchItem(StepKey(f"det-{tag}", key), key, {"x": i}, GenParams(busy_ms=5000))
+        ex.submit(Batch(f"b-{key}", replica, (item,)))
+    deadline = clock.monotonic() + 20
+    while not next(s for s in ex.heartbeat() if s.device_id == device).busy:
+        assert clock.monotonic() < deadline, "the batch never ran"
+        time.sleep(0.02)
+    return keys
+
+
+def _once_retriable(seen: list, keys: list[str]) -> None:
+    done = [e.result for e in seen if isinstance(e, ItemCompleted)]
+    assert sorted(r.idempotency_key for r in done) == keys  # each exactly once
+    assert all(not r.ok and r.retriable and r.cause == "worker_down" for r in done)
+
+
+def test_a_node_removed_outright_is_down_within_two_heartbeats_items_retriable_once(rex, cluster):
+    c, _ = cluster
+    node = c.add_node(num_cpus=1, object_store_memory=STORE)
+    there = f"{node.node_id[:8]}/cpu:0"
+    wait_until(rex, lambda s: any(isinstance(e, DeviceJoined) and e.device.device_id == there
+                                  for e in s), timeout=90)  # fmt: skip
+    assert rex.load("doomed", NOOP, there).result(timeout=60).ok
+    _drain(rex, 0.3)
+    keys = _busy_items(rex, there, "doomed", "node")
+    limit = 2 * rex.config.heartbeat_s + MARGIN_S
+    killed = clock.monotonic()
+    c.remove_node(node, allow_graceful=False)  # raylet and store killed at once, no goodbye
+    took, seen = _down_after(rex, there, killed)
+    print(f"node removed outright: WorkerDown after {took * 1000:.0f} ms")
+    assert took <= limit, f"WorkerDown {took:.2f} s after the kill (limit {limit:.2f} s)"
+    # once the node table shows it gone: down for good, nothing failed twice, never up again
+    seen += wait_until(rex, lambda s: any(isinstance(e, WorkerDown) and e.device_id == there
+                                          and e.gone for e in s), timeout=60)  # fmt: skip
+    seen += _drain(rex, 0.5)
+    _once_retriable(seen, keys)
+    assert not any(isinstance(e, WorkerUp) and e.device_id == there for e in seen)
+
+
+def test_an_actor_that_stops_answering_is_judged_lost_within_two_heartbeats(rex):
+    """As on a frozen machine or one cut off by the network: nothing answers, nothing fails."""
+    there = remote_device(rex)
+    assert rex.load("frozen", NOOP, there).result(timeout=60).ok
+    _drain(rex, 0.3)
+    keys = _busy_items(rex, there, "frozen", "stop")
+    pid = rex.worker_pid(there) or rex._flow.slots[there].pid
+    limit = 2 * rex.config.heartbeat_s + MARGIN_S
+    stopped = clock.monotonic()
+    os.kill(pid, signal.SIGSTOP)  # the status deadline kills it (a stopped process dies too)
+    took, seen = _down_after(rex, there, stopped)
+    print(f"actor stopped: WorkerDown after {took * 1000:.0f} ms: {seen[-1].reason}")
+    assert took <= limit, f"WorkerDown {took:.2f} s after the stop (limit {limit:.2f} s)"
+    assert "no status answer" in seen[-1].reason and not seen[-1].gone
+    seen += _wait_up(rex, there) + _drain(rex, 1.0)
+    _once_retriable(seen, keys)
+
+
+def test_a_busy_actor_beside_a_load_is_not_judged_lost(rex):
+    """Long MiniLM batches on one actor while the other loads models: both slow their status
+    answers (the load holds its interpreter in long stretches), neither is judged lost."""
+    there = remote_device(rex)
+    assert rex.load("busy-minilm", MINILM, there).result(timeout=120).ok
+    _drain(rex, 0.3)
+    text = "a sentence about paris, london and the rivers that run through them " * 6
+    keys = []
+    for b in range(4):
+        items = tuple(BatchItem(StepKey(f"long-{b}", "e"), f"long-{b}-{i}", {"text": text},
+                                GenParams()) for i in range(48))  # fmt: skip
+        keys += [i.idempotency_key for i in items]
+        rex.submit(Batch(f"long-{b}", "busy-minilm", items))
+    loads = [rex.load(f"beside-{i}", MINILM, "cpu:0") for i in range(2)]
+    seen = wait_until(rex, lambda s: sum(isinstance(e, ItemCompleted) for e in s) >= len(keys),
+                      timeout=120)  # fmt: skip
+    assert all(f.result(timeout=120).ok for f in loads)
+    seen += _drain(rex, 1.0)
+    assert [e for e in seen if isinstance(e, WorkerDown)] == []
+    assert all(e.result.ok for e in seen if isinstance(e, ItemCompleted))

@@ -1,8 +1,9 @@
 """The live runtime and core over a Ray cluster whose nodes come and go (issue 23, items 2 and
 5): the cluster's devices are the core's fleet (a node is a topology domain), the RAG workflow
 runs with its steps on two nodes and answers as on the local executor, a node added while
-serving takes work, a node removed mid-burst loses nothing and bills nothing twice, and a
-placement rollout moves a model from one node to another under load.
+serving takes work, a node removed mid-burst loses nothing and bills nothing twice (and its
+device is then down for good: not counted as restarting, ``down`` in the device registry), and
+a placement rollout moves a model from one node to another under load.
 
 One cluster for the module (the conftest's: a head and a second node, one CPU slot each, the
 object store capped); a third node is added and then removed by the tests, in order. The core
@@ -13,6 +14,7 @@ Synchronisation is on facts (snapshot state, usage records), never on elapsed ti
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections import Counter
 
 import pytest
@@ -27,6 +29,10 @@ from control.core.tenancy.base import TenancyConfig, TenantSpec
 from control.executor.ray import RayExecutor, RayExecutorConfig
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
+from control.services import build_services
+from control.services.live_devices import register_device
+from control.wiring.live import _deregistrar
+from db.session import make_engine, make_session_factory
 from tests.ray.conftest import STORE
 from tests.runtime.conftest import BERT, DOCS, MODELS, REFS, WORKFLOWS, make_runtime, run_request
 from tests.support.waiting import until
@@ -41,8 +47,18 @@ def remote_id(node) -> str:  # noqa: ANN001 - a cluster_utils node
     return f"{node.node_id[:8]}/cpu:0"
 
 
+@pytest.fixture(scope="module")
+def registry(_sqlite_template, tmp_path_factory):  # noqa: ANN001
+    """The device registry (services over a migrated SQLite database) the runtime reports to."""
+    path = tmp_path_factory.mktemp("registry") / "legato.db"
+    shutil.copyfile(_sqlite_template, path)
+    engine = make_engine(f"sqlite:///{path}")
+    yield build_services(make_session_factory(engine))
+    engine.dispose()
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def world(cluster, model_cache):
+async def world(cluster, model_cache, registry):
     c, second = cluster
     there = remote_id(second)
     executor = RayExecutor(RayExecutorConfig(heartbeat_s=0.3, cache_dir=str(model_cache),
@@ -60,7 +76,11 @@ async def world(cluster, model_cache):
     usage: list = []
     rt = LiveRuntime(blueprint, TableLatencyModel(), executor, REFS, placement,
                      RuntimeConfig(indexes=(IndexSpec("docs", DOCS, BERT),), sample_every_s=0.5),
-                     on_device_joined=lambda info, spec: joined.append((info, spec)))  # fmt: skip
+                     on_device_joined=lambda info, spec: joined.append((info, spec)),
+                     on_device_left=_deregistrar(registry))  # fmt: skip
+    # the wiring's registrar, synchronously (a few ms of SQLite) so the rows are there at once
+    rt.on_device_joined = lambda info, spec: (joined.append((info, spec)),
+                                              register_device(registry, info, spec))  # fmt: skip
     await rt.start(usage_sink=usage.append)
     yield rt, c, joined, usage, there
     await rt.stop()
@@ -162,7 +182,7 @@ async def _keep_serving(rt, handles: list) -> None:  # noqa: ANN001
         await asyncio.sleep(0.1)
 
 
-async def test_a_node_removed_mid_burst_loses_nothing_and_bills_nothing_twice(world):
+async def test_a_node_removed_mid_burst_loses_nothing_and_bills_nothing_twice(world, registry):
     rt, c, _, usage, second = world
     third = ADDED["node"]
     gone = remote_id(third)
@@ -189,6 +209,11 @@ async def test_a_node_removed_mid_burst_loses_nothing_and_bills_nothing_twice(wo
     for r in rags:  # each model step of each run billed exactly once
         steps = [u.node_id for u in usage if u.request_id == r.request.request_id]
         assert len(steps) == len(set(steps)) and {"embed", "rerank", "gen"} <= set(steps), steps
+    # once Ray's node table shows the node gone, its device is down for good, not restarting
+    row = lambda: registry.devices.list(name=gone)[0]  # noqa: E731
+    await until(lambda: row().status == "down", "the gone device down in the registry", 60)
+    assert rt.devices_restarting() == 0 and gone not in up_devices(rt)
+    assert registry.nodes.get(row().node_id).status == "down"
 
 
 async def test_a_rollout_moves_a_model_between_nodes_under_load(world):

@@ -153,12 +153,18 @@ class TokenDelta:
 
 @dataclass(frozen=True)
 class WorkerDown:
-    """A worker crashed or stopped heartbeating; its replicas and held outputs are gone."""
+    """A worker crashed or stopped heartbeating; its replicas and held outputs are gone.
+
+    ``gone``: the device itself is gone for good (its node left a cluster): no worker is
+    started for it again, no ``WorkerUp`` follows. A worker lost before its node was seen
+    leaving gives a ``WorkerDown`` without ``gone`` first (a restart is tried), then one with
+    it. Only a backend over a cluster sets it; the local executor's devices never go."""
 
     device_id: str
     reason: str
     lost_replicas: tuple[str, ...]
     failed_items: tuple[str, ...]  # idempotency keys reported failed-retriable
+    gone: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,9 +178,9 @@ class WorkerUp:
 class DeviceJoined:
     """A device that came after ``start`` (a node joined the cluster) and can take work now:
     the consumer adds it to its fleet (the devices of ``start`` are ``Executor.devices()``).
-    Its node leaving later is a ``WorkerDown`` of each of its devices, never followed by a
-    ``WorkerUp``. Only a backend over a cluster emits it: the local executor's devices are
-    fixed at construction and it never does."""
+    Its node leaving later is a ``WorkerDown`` with ``gone`` of each of its devices, never
+    followed by a ``WorkerUp``. Only a backend over a cluster emits it: the local executor's
+    devices are fixed at construction and it never does."""
 
     device: DeviceInfo
 

@@ -6,6 +6,7 @@ settings select it (``LEGATO_EXECUTOR=ray``).
 """
 
 from control.executor.ray.cluster import RaySettings
-from control.executor.ray.executor import RayExecutor, RayExecutorConfig
+from control.executor.ray.config import RayExecutorConfig
+from control.executor.ray.executor import RayExecutor
 
 __all__ = ["RayExecutor", "RayExecutorConfig", "RaySettings"]

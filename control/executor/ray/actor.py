@@ -14,7 +14,9 @@ Methods and their concurrency groups (Ray runs the methods of one group in call 
   before it;
 * ``load`` (one at a time): loading runs beside the hot replicas, as a local worker's loader
   thread does; the replica is installed when the load returns;
-* ``ctl``: ``status`` answers while a batch runs (the executor's heartbeat).
+* ``ctl``: ``status`` answers while a batch runs (the executor's heartbeat). It raises
+  :class:`NodeLost` once the actor's raylet is gone (its node was killed; the process lives on
+  for up to a second before Ray's own check of its parent ends it, and would answer meanwhile).
 
 Inputs held by another actor arrive as top-level arguments of ``run`` (Ray resolves each from
 its object reference before the call: the data moves producer -> object store -> consumer,
@@ -47,6 +49,22 @@ class Missing:
         return (Missing, ())
 
 
+class NodeLost(Exception):
+    """The actor's raylet is gone: its node left the cluster (the executor judges it lost)."""
+
+
+def _parent_raylet() -> int:
+    """The raylet's pid when it is this process's parent, else 0 (a worker started through a
+    wrapper, e.g. in a container: not checked)."""
+    parent = os.getppid()
+    return parent if parent == int(os.environ.get("RAY_RAYLET_PID") or 0) else 0
+
+
+def _raylet_gone(raylet_pid: int) -> bool:
+    """Whether this process lost its parent raylet: it was re-parented when the raylet died."""
+    return raylet_pid > 0 and os.getppid() != raylet_pid
+
+
 class DeviceActor:
     """The body of one device's actor (the Ray class is built in :mod:`.cluster`)."""
 
@@ -60,6 +78,7 @@ class DeviceActor:
         from control.executor.worker.batches import BatchRunner
 
         self.device = device
+        self.raylet_pid = _parent_raylet()
         # Ray gives a GPU actor its device as the only visible one: cuda:0 inside the actor.
         self.torch_device = torch.device("cuda:0" if device.kind == "cuda" else "cpu")
         self.cache_dir = Path(cache_dir)
@@ -73,7 +92,10 @@ class DeviceActor:
     # ---- ctl group
 
     def status(self) -> tuple[int, bool, tuple[str, ...], int]:
-        """(pid, busy, replica ids, used MiB): the heartbeat of a local worker."""
+        """(pid, busy, replica ids, used MiB): the heartbeat of a local worker. Raises
+        :class:`NodeLost` when its node is gone."""
+        if _raylet_gone(self.raylet_pid):
+            raise NodeLost(f"the raylet of its node (pid {self.raylet_pid}) is gone")
         adapters = list(self.adapters.items())
         used = sum(a.memory_mib() for _, a in adapters)
         return os.getpid(), self._busy.is_set(), tuple(sorted(r for r, _ in adapters)), used

@@ -3,16 +3,18 @@ per device on every node (:mod:`.cluster`), the model code the local workers run
 
 Selected by settings (``LEGATO_EXECUTOR=ray``, ``LEGATO_RAY_ADDRESS``; see
 :mod:`control.wiring.executor`). Nodes that join or leave while it runs: :mod:`.membership`
-(``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, Ray's
-completions are handled on one thread of its own (:mod:`.pump`), which delivers events to the
-loop given to ``start`` or, without one, itself. Its public methods and that thread each hold
-the executor's lock while they run; none waits on an actor.
+(``DeviceJoined``; ``WorkerDown``). The batch flow and lost actors are in :mod:`.flow`, actors
+that stop answering their status call in :mod:`.silence`. Ray's completions are handled on one
+thread of its own (:mod:`.pump`), which delivers events to the loop given to ``start`` or,
+without one, itself. Its public methods and that thread each hold the executor's lock while
+they run; none waits on an actor.
 
 As on the local executor: hang deadlines of the batches the actors run (:mod:`.deadlines`; a
 hung actor is killed and restarted), a circuit breaker per replica (:mod:`.breakers`), room for a
 load made by evicting least-recently-used idle replicas (:mod:`.loads`, :mod:`.room`; refused,
 naming why, only when even that cannot make room), and streamed text that reaches the executor
-as it is produced (:mod:`.streams`). Multi-device replicas: :mod:`.groups`.
+as it is produced (:mod:`.streams`). Its settings: :mod:`.config`. Multi-device replicas:
+:mod:`.groups`.
 """
 
 from __future__ import annotations
@@ -21,15 +23,12 @@ import asyncio
 import concurrent.futures
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ray
 
 from control.clock import SYSTEM_CLOCK, Clock
-from control.executor.host.breaker import BreakerConfig
-from control.executor.host.config import ExecutorConfig
 from control.executor.host.hub import EventHub
 from control.executor.host.replicas import estimate_mib
 from control.executor.protocol import (
@@ -44,26 +43,13 @@ from control.executor.protocol import (
 )
 from control.executor.protocol.executor import replica_devices
 from control.executor.ray import cluster, deadlines
+from control.executor.ray.config import RayExecutorConfig
 from control.executor.ray.flow import Flow
 from control.executor.ray.loads import Loads
 from control.executor.ray.membership import Membership, NodeWatch
 from control.executor.ray.pump import Pump
+from control.executor.ray.silence import StatusDeadlines
 from control.executor.ray.slots import Slot
-
-
-@dataclass(frozen=True)
-class RayExecutorConfig:
-    ray: cluster.RaySettings = cluster.RaySettings()
-    heartbeat_s: float = 0.5  # status call interval per actor
-    cache_dir: str = "var/models"
-    torch_threads: int = 1
-    max_held_outputs: int = 10_000
-    idempotency_capacity: int = 100_000
-    poll_queue: bool = True
-    #: a batch running longer than this multiple of its expected time hangs (as local)
-    hang_multiple: float = ExecutorConfig.hang_multiple
-    hang_floor_s: float = ExecutorConfig.hang_floor_s  # the shortest hang deadline (seconds)
-    breaker: BreakerConfig = BreakerConfig()  # per replica
 
 
 class RayExecutor:
@@ -73,7 +59,8 @@ class RayExecutor:
         self._now = clock.monotonic
         self._lock = threading.RLock()
         self._hub = EventHub(config.poll_queue)
-        self._pump = Pump(self._lock, self._tick, config.heartbeat_s)
+        self._deadlines = StatusDeadlines.of(config)
+        self._pump = Pump(self._lock, self._tick, self._deadlines.check_s)
         options = dict(cache_dir=str(Path(config.cache_dir).resolve()),
                        torch_threads=config.torch_threads, max_held=config.max_held_outputs)  # fmt: skip
         timer = deadlines.Deadlines(config.hang_multiple, config.hang_floor_s)
@@ -173,8 +160,13 @@ class RayExecutor:
         return slot
 
     def _tick(self) -> None:
-        """Pump thread, every heartbeat: the node table, hung actors, status calls, queued
-        releases, the store's packing."""
+        """Pump thread, every deadline check (:mod:`.silence`): the silent actors; and every
+        heartbeat: the node table, hung actors, status calls, queued releases, the store's
+        packing."""
+        now = self._now()
+        self._deadlines.judge(self._flow, now, self._replicas.loading_devices())
+        if not self._deadlines.beat_due(now):
+            return
         self._nodes.tick(ray.nodes())
         deadlines.kill_hung(self._flow, self._now())
         for slot in self._flow.slots.values():

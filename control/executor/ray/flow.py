@@ -16,12 +16,14 @@ reaching its actor, half-open lets one probe through, and every batch that ended
 it. Each batch is timed against its hang deadline while its actor runs it (:mod:`.deadlines`).
 
 An actor that dies (the reference of a running batch or of a status call fails with Ray's
-``RayActorError`` for that actor) or hangs (a batch it runs passed its deadline: the executor's
-tick kills it, :func:`~control.executor.ray.deadlines.kill_hung`): every batch sent to it or
-queued for it completes failed retriable, once (``hang`` for the batch it was running when it
-hung, else ``worker_down``); its replicas and held outputs are forgotten; ``WorkerDown`` is
-emitted; a fresh actor is started on the same node (unless the node left), and ``WorkerUp`` is
-emitted when it answers: the runtime then reloads its replicas, as for a local worker.
+``RayActorError`` for that actor; or it stops answering its status call: :mod:`.silence`) or
+hangs (a batch it runs passed its deadline: the executor's tick kills it,
+:func:`~control.executor.ray.deadlines.kill_hung`): every batch sent to it or queued for it
+completes failed retriable, once (``hang`` for the batch it was running when it hung, else
+``worker_down``); its replicas and held outputs are forgotten; ``WorkerDown`` is emitted; a
+fresh actor is started on the same node, and ``WorkerUp`` is emitted when it answers: the
+runtime then reloads its replicas, as for a local worker. When the node left (Ray's node table
+no longer has it alive) no actor is started again and the ``WorkerDown`` says so (``gone``).
 Not thread-safe: called under the executor's lock (from the pump thread or a public method).
 """
 
@@ -102,8 +104,9 @@ class Flow:
             pid, slot.busy, _, slot.used_mib = fut.result()
         except RayActorError as err:
             return self.lost(slot, f"actor died: {type(err).__name__}")
-        except Exception as err:  # noqa: BLE001 (its constructor raised: the actor is dead)
-            return self.lost(slot, f"actor failed: {type(err).__name__}: {err}")
+        except Exception as err:  # noqa: BLE001 (its constructor raised, or its node is gone)
+            cause = getattr(err, "cause", None) or err  # what the actor raised, not Ray's wrap
+            return self.lost(slot, f"actor failed: {type(cause).__name__}: {cause}")
         slot.last_seen = self.now()
         if not slot.up:
             slot.up, slot.pid = True, pid
@@ -135,12 +138,13 @@ class Flow:
         slot.replicas.clear()
         self.outputs.forget_device(slot.device_id)
         self.on_lost(slot)
-        self.pump.emit(WorkerDown(slot.device_id, reason, lost, tuple(failed)))
-        if cluster.node_alive(slot.place.node_id):
+        gone = not cluster.node_alive(slot.place.node_id)
+        self.pump.emit(WorkerDown(slot.device_id, reason, lost, tuple(failed), gone=gone))
+        if gone:
+            slot.gone = True
+        else:
             slot.restarts += 1
             self.start_actor(slot)
-        else:
-            slot.gone = True
 
     # ---- batches
 

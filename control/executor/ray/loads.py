@@ -31,6 +31,10 @@ class Loads:
         self.pending: dict[str, Loading] = {}  # replica id -> its load in progress
         self.groups = groups.Groups()  # the placement groups of multi-device replicas
 
+    def loading_devices(self) -> set[str]:
+        """The devices whose actor loads a replica now (their status may be slow to answer)."""
+        return {p.device_id for p in self.pending.values()}
+
     def load(self, replica_id: str, model_ref: ModelRef, devices: tuple[str, ...],
              need: int) -> concurrent.futures.Future[LoadReport]:  # fmt: skip
         """Load ``replica_id`` (``need`` MiB planned) on ``devices``: the first runs it, the
