@@ -175,6 +175,13 @@ def add_step(
     queues.ready.append(step)
 
 
+#: Failures that are not the step's own, so not one of its node's ``retries`` (bounded as a
+#: device loss instead): refused before it ran (its replica's breaker open, the replica not
+#: loaded there), or its worker died under it (a host tool's index replica, which no
+#: ``DeviceDown`` fails as lost: the core does not place it).
+_NOT_THE_STEPS = frozenset({"unavailable", "worker_down"})
+
+
 def on_item_done(
     pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, log: ActionLog,
     step: QueuedStep, result, device_id, replica_id, now: float,  # noqa: ANN001
@@ -213,9 +220,7 @@ def on_item_done(
         return recover_input(
             pol, runs, cluster, queues, log, step, error, getattr(result, "lost", None), now
         )
-    if result is not None and result.fault == "unavailable":
-        # refused before it ran (its replica's breaker open, the replica not loaded there):
-        # not the step's failure, so not one of its ``retries``; bounded as a device loss
+    if result is not None and result.fault in _NOT_THE_STEPS:
         return fail_step(pol, runs, cluster, queues, log, step, error, now, lost=True)
     fail_step(pol, runs, cluster, queues, log, step, error, now)
 

@@ -14,9 +14,9 @@ from control.core.context import CoreConfig
 from control.core.dag.run import CompiledDag, DagRun
 from control.core.dag.spec import dag_from_dict
 from control.core.events import DeviceDown
-from control.core.types import Request
+from control.core.types import BatchResult, Request, StepResult
 from tests.core.fakes import FcfsTenancy
-from tests.support.builders import EMBED, devices, latency, make_core, single
+from tests.support.builders import EMBED, RAG, devices, latency, make_core, single
 from tests.support.replay import Arrival, ReplayDriver, SimExecutor
 
 DEVS = devices(4, 2)
@@ -116,3 +116,26 @@ def test_dag_run_loss_bound_rejects_negative_and_ignores_stale_keys() -> None:
 def test_core_config_rejects_negative_bound() -> None:
     with pytest.raises(ValueError, match="max_device_loss_retries"):
         CoreConfig(max_device_loss_retries=-1)
+
+
+@pytest.mark.parametrize("fault", ["worker_down", "unavailable"])
+def test_a_host_tool_step_whose_worker_died_is_retried_without_using_its_retries(fault) -> None:  # noqa: ANN001
+    """A ``vector_search`` step runs on an index replica the core does not place, so no
+    ``DeviceDown`` fails it as lost: its own result says ``worker_down`` (or ``unavailable``:
+    refused before it ran). It used to count as the node's failure, and a search (retries 0)
+    failed its run when its worker died mid-burst."""
+    core = make_core(FcfsTenancy(), devs=DEVS, replicas=[(EMBED.key, "d000")], workflows=[RAG])
+    core.submit(Request("q1", "t1", "rag", prompt_tokens=16), 0.0)
+    core.step(0.0)
+    (embed,) = core.step(0.02).of_type(Dispatch)
+    core.complete(BatchResult(embed.batch_id, 1000, (StepResult(embed.items[0].key),)), 0.03)
+    (tool,) = core.step(0.03).of_type(Dispatch)
+    assert tool.tool == "vector_search"
+    died = StepResult(tool.items[0].key, ok=False, fault=fault,
+                      error="worker cpu:1 down: actor died: ActorDiedError")  # fmt: skip
+    core.complete(BatchResult(tool.batch_id, 0, (died,)), 0.04)
+    plan = core.step(0.04)
+    assert not plan.of_type(RunFinished)
+    (retried,) = plan.of_type(StepRetried)
+    assert "not counted as a retry" in retried.reason
+    assert [d.tool for d in plan.of_type(Dispatch)] == ["vector_search"]  # the search again
