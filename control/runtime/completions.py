@@ -134,6 +134,7 @@ class Completions:
             item = pb.items[r.idempotency_key]
             pb.device_ms = max(pb.device_ms, r.device_ms)
             if r.ok and not r.replayed:
+                pb.moved_bytes += r.moved_bytes
                 self._bill(pb, r, now)
             out.extend(self._add(batch_id, r.idempotency_key, _step_result(item.key, r), now))
         return out
@@ -148,7 +149,7 @@ class Completions:
         del self.pending[batch_id]
         d = pb.dispatch
         self.later(self.metrics.batch_done, d.model_key or d.tool or "?", pb.device,
-                   len(d.items), pb.device_ms, now - pb.dispatched_at)  # fmt: skip
+                   len(d.items), pb.device_ms, now - pb.dispatched_at, pb.moved_bytes)  # fmt: skip
         return [Complete(pb.batch_result())]
 
     def first_bill(self, key: str, run_id: str, now: float) -> bool:

@@ -87,15 +87,20 @@ class RuntimeMetrics:
         self.preload = Gauge(
             "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
         )
-        self._fault_counters(r)
+        self._executor_counters(r)
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
         self._resolve_children_once()
 
-    def _fault_counters(self, r: CollectorRegistry) -> None:
+    def _executor_counters(self, r: CollectorRegistry) -> None:
         self.workers_down = Counter(
             "legato_worker_down", "Worker crashes or hangs detected", ["device"], registry=r
         )
+        self.moved_bytes = Counter(
+            "legato_moved_bytes", "Bytes of step inputs moved here from another worker "
+            "(shared memory, or Ray's object store across actors and nodes)", ["model"],
+            registry=r,
+        )  # fmt: skip
         self.breaker_changes = Counter(
             "legato_breaker_changes", "Replica circuit breakers that changed state", ["state"],
             registry=r,
@@ -111,8 +116,11 @@ class RuntimeMetrics:
         self._run_latency = Children(self.run_latency)
 
     def batch_done(
-        self, model: str, device: str, size: int, device_ms: float, wall_s: float
-    ) -> None:
+        self, model: str, device: str, size: int, device_ms: float, wall_s: float,
+        moved_bytes: int = 0,
+    ) -> None:  # fmt: skip
+        if moved_bytes:
+            self.moved_bytes.labels(model).inc(moved_bytes)
         self._batch_size.labels(model).observe(size)
         self._step_latency.labels(model).observe(wall_s)
         self._device_busy.labels(device).inc(device_ms / 1000.0)

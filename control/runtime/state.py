@@ -80,6 +80,7 @@ class PendingBatch:
     replica: str | None
     results: dict[str, StepResult] = field(default_factory=dict)  # core item key -> result
     device_ms: float = 0.0
+    moved_bytes: int = 0  # its items' inputs that moved from other workers (executor's count)
 
     @property
     def complete(self) -> bool:

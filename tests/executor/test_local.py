@@ -84,11 +84,13 @@ def test_pipeline_across_devices_moves_outputs_worker_to_worker(ex):
     opts = {"documents": docs, "embed_model": BERT}
     load(ex, "search-b", ModelRef("vs", "vector_search", "tool", options=opts), "cpu:1")
     ex.submit(Batch("b1", "embed-a", (one("p-e", "embed", {"text": "cats purr softly"}),)))
-    wait_for(ex, all_done(["p-e"]))
+    embedded = completions(wait_for(ex, all_done(["p-e"])))["p-e"]
+    assert embedded.moved_bytes == 0  # its input came with the batch
     ref = {"query_vector": InputRef("run1", "embed", "vector")}
     ex.submit(Batch("b2", "search-b", (one("p-s", "search", ref, top_k=3),)))
     result = completions(wait_for(ex, all_done(["p-s"])))["p-s"]
     assert result.ok and result.device_id == "cpu:1" and result.item_count == 3
+    assert result.moved_bytes == 32 * 4  # the tiny BERT's float32 vector, worker to worker
     output = ex.fetch_output("run1", "search").result(timeout=10)
     assert output["documents"][0] == docs[0]  # identical text: cosine 1 with itself
     assert output["scores"][0] == pytest.approx(1.0, abs=1e-4)

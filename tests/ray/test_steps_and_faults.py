@@ -45,6 +45,7 @@ def two_steps(ex, embed_dev: str, echo_dev: str, run: str) -> list[float]:
     ex.submit(Batch(f"{run}-2", f"echo-{run}", (second,)))
     result = completions(wait(ex, all_done({f"{run}-x"})))[f"{run}-x"]
     assert result.ok and result.device_id == echo_dev, result
+    assert result.moved_bytes == 32 * 4  # the step reports what moved to it: one float32 vector
     return result.output["v"]
 
 

@@ -98,6 +98,18 @@ async def test_metrics_and_snapshot(world):
     assert snap.counters.get("runs.succeeded", 0) >= 1
 
 
+async def test_bytes_moved_between_workers_are_counted_per_model(world):
+    """The RAG run's search runs beside its embedding on cpu:0 and its rerank on cpu:1: the
+    documents move worker to worker, and the executor's count of them reaches /metrics."""
+    rt, _ = world
+    moved = lambda: rt.metrics.registry.get_sample_value(  # noqa: E731
+        "legato_moved_bytes_total", {"model": "rerank:1"}) or 0.0  # fmt: skip
+    before = moved()
+    result = await asyncio.wait_for(rt.submit_run(run_request("rag", query="fox")).result(), 30)
+    assert result.status == "succeeded", result
+    assert moved() > before
+
+
 async def test_a_started_runtime_has_frozen_the_start_up_heap(world):
     import gc
 

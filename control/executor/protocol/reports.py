@@ -64,6 +64,9 @@ class ItemResult:
     #: an input was lost (cause ``unavailable``): the executor node ids whose outputs are gone
     #: (``rerank``, ``map#2``), so the core recomputes only those
     lost: tuple[str, ...] | None = None
+    #: bytes of this item's inputs that moved to its worker from another one (shared memory
+    #: on the local executor, Ray's object store across actors and nodes); 0: all held there
+    moved_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.ok and self.cause is not None:

@@ -27,7 +27,6 @@ tensors on the way (Ray serialises them itself).
 from __future__ import annotations
 
 import os
-import pickle
 import queue
 import threading
 from collections.abc import Iterator
@@ -136,7 +135,7 @@ class DeviceActor:
             self._busy.clear()
         sent = [m for m in self._sent if m[0] in (wire.RESULTS, wire.DELTA)]
         self._sent.clear()
-        return sent, {k: nbytes(v) for k, v in moved.items()}
+        return sent, _sizes(moved)
 
     def stream(self, batch: Batch, keys: tuple, *values: Any) -> Iterator[tuple[list, dict | None]]:
         """``run`` for a batch whose text streams (a Ray streaming generator, see
@@ -180,7 +179,7 @@ class DeviceActor:
         finally:
             self._busy.clear()
             self.batches.send = self._sent.append
-        yield pending, {k: nbytes(v) for k, v in moved.items()}
+        yield pending, _sizes(moved)
 
     def export(self, run_id: str, node_id: str, field: str) -> Any:
         """One field of a held output, as it is (a tensor stays a tensor), or :class:`Missing`."""
@@ -205,9 +204,8 @@ def _nothing_joins(replica_id: str) -> list[tuple]:
     return []
 
 
-def nbytes(value: Any) -> int:
-    """The size of a moved value: a tensor's or array's data, else its pickle."""
-    size = getattr(value, "nbytes", None)
-    if isinstance(size, int):
-        return size
-    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+def _sizes(moved: dict) -> dict:
+    """The bytes of each input moved here (:func:`~control.executor.worker.payloads.nbytes`)."""
+    from control.executor.worker.payloads import nbytes  # torch: imported in the actor only
+
+    return {key: nbytes(value) for key, value in moved.items()}

@@ -73,9 +73,12 @@ class _Running:
         self.runner, self.batch = runner, batch
         self.results: dict[str, ItemResult] = {}
         self.items: list[PreparedItem] = []
+        self.moved_bytes: dict[str, int] = {}  # idempotency key -> bytes moved here for it
         for it in batch.items:
             try:
-                self.items.append(PreparedItem(it, runner.resolve(it.inputs, moved)))
+                values, moved_bytes = runner.resolve(it.inputs, moved)
+                self.items.append(PreparedItem(it, values))
+                self.moved_bytes[it.idempotency_key] = moved_bytes
             except KeyError as err:
                 lost = (err.node_id,) if isinstance(err, LostInput) else None
                 self.results[it.idempotency_key] = failed(
@@ -106,7 +109,8 @@ class _Running:
         batch, results = self.batch, self.results
         pairs = list(zip(self.items, outputs, strict=True))
         for p, out in pairs:
-            results[p.item.idempotency_key] = runner.result(batch, p.item, out, device_ms)
+            key = p.item.idempotency_key
+            results[key] = runner.result(batch, p.item, out, device_ms, self.moved_bytes[key])
         self._report()
         # Kept after the report, which the host waits for; the main thread is still ours
         # until this returns, so no later message can miss an output.
@@ -200,23 +204,26 @@ class BatchRunner:
             log.debug("%d batch(es) joined the loop of %s", len(joined), replica_id)
         return joined
 
-    def resolve(self, inputs, moved) -> dict[str, Any]:  # noqa: ANN001
-        """An item's inputs as values; raises KeyError naming an input no longer held."""
-        resolved = {}
+    def resolve(self, inputs, moved) -> tuple[dict[str, Any], int]:  # noqa: ANN001
+        """An item's inputs as values, and the bytes of those that moved here from another
+        worker; raises KeyError naming an input no longer held."""
+        resolved, moved_bytes = {}, 0
         for name, value in inputs.items():
             if isinstance(value, InputRef):
                 key = (value.run_id, value.node_id, value.field)
                 if key in moved:
                     value = payloads.unpack(moved[key])
+                    moved_bytes += payloads.nbytes(value)
                 else:
                     held = self.outputs.get(value.run_id, value.node_id)
                     if held is None or value.field not in held:
                         raise LostInput(value)
                     value = held[value.field]
             resolved[name] = value
-        return resolved
+        return resolved, moved_bytes
 
-    def result(self, batch: Batch, item: BatchItem, out, device_ms: float) -> ItemResult:  # noqa: ANN001
+    def result(self, batch: Batch, item: BatchItem, out, device_ms: float,  # noqa: ANN001
+               moved_bytes: int = 0) -> ItemResult:  # fmt: skip
         """The result of one item the adapter ran (built in one go: ``replace`` on a failure
         template cost a few us more per item, on the way back to the host)."""
         if out.error is not None:
@@ -237,6 +244,7 @@ class BatchRunner:
             item_count=out.item_count,
             batch_size=len(batch.items),
             output=payloads.to_plain(out.value) if item.return_output else None,
+            moved_bytes=moved_bytes,
         )
 
 

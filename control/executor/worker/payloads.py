@@ -12,6 +12,7 @@ scores) is small and travels pickled.
 
 from __future__ import annotations
 
+import pickle
 from collections import OrderedDict
 from multiprocessing import shared_memory
 from typing import Any
@@ -75,6 +76,15 @@ def unpack(value: Any, device: torch.device | None = None) -> Any:
         shm.close()
         shm.unlink()
     return tensor.to(device) if device is not None else tensor
+
+
+def nbytes(value: Any) -> int:
+    """The size of a value moved between workers: a tensor's or array's data, else its pickle
+    (what crossed, or would cross, the process boundary)."""
+    size = getattr(value, "nbytes", None)
+    if isinstance(size, int):
+        return size
+    return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def to_plain(value: Any) -> Any:
