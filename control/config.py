@@ -52,6 +52,30 @@ class Settings(BaseSettings):
         description="Heartbeats (0.5 s apart) an executor worker may miss in a row before it "
         "can be judged hung; even then only if its process used no CPU meanwhile.",
     )
+    breaker_failures: int = Field(
+        3,
+        ge=1,
+        description="Batches in a row that fail for a replica's own reasons (the model raised, "
+        "a batch hung; never a bad input) before its circuit breaker opens: the core then "
+        "routes around the replica until its probe succeeds (either executor).",
+    )
+    breaker_cooldown_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds an open breaker refuses its replica's batches before one probe "
+        "batch may go (either executor).",
+    )
+    hang_multiple: float = Field(
+        5.0,
+        ge=1,
+        description="A batch running longer than this multiple of its expected time is hung: "
+        "its worker or actor is killed and restarted, the batch retried elsewhere.",
+    )
+    hang_floor_s: float = Field(
+        30.0,
+        gt=0,
+        description="The shortest hang deadline of any batch, in seconds.",
+    )
     cpu_worker_slots: int | None = Field(
         None,
         ge=1,

@@ -18,6 +18,7 @@ from pathlib import Path
 from control.config import Settings
 from control.core.context import CoreConfig
 from control.executor.host import ExecutorConfig, LocalExecutor
+from control.executor.host.breaker import BreakerConfig
 from control.executor.host.devices import discover_devices
 from control.executor.protocol import DeviceInfo, Executor
 from control.wiring.live import LiveOptions
@@ -46,8 +47,16 @@ def build_executor(settings: Settings, devices: Sequence[DeviceInfo] | None = No
         torch_threads=settings.torch_threads,
         poll_queue=False,
         missed_heartbeats=settings.ray_missed_heartbeats,
+        **batch_faults(settings),
     )
     return RayExecutor(config)
+
+
+def batch_faults(settings: Settings) -> dict:
+    """The hang deadlines and breakers of either executor, from the settings."""
+    breaker = BreakerConfig(settings.breaker_failures, settings.breaker_cooldown_s)
+    return dict(hang_multiple=settings.hang_multiple, hang_floor_s=settings.hang_floor_s,
+                breaker=breaker)  # fmt: skip
 
 
 def local_executor(
@@ -62,6 +71,7 @@ def local_executor(
         torch_threads=settings.torch_threads,
         missed_heartbeats=settings.worker_missed_heartbeats,
         poll_queue=False,
+        **batch_faults(settings),
     )
     return LocalExecutor(config, found)
 
