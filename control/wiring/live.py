@@ -195,8 +195,8 @@ def build_runtime(
 def _initial_replicas(
     state: FleetState, models: Sequence[Any], refs: Mapping[str, ModelRef]
 ) -> tuple[InitialReplica, ...]:
-    """The active plan's replicas on real devices; without a plan, one replica of every
-    loadable model, round-robin over the devices."""
+    """The active plan's replicas on real devices, as many of each row as it plans; without a
+    plan, one replica of every loadable model, round-robin over the devices."""
     devices = [d.device_id for d in state.devices]
     tp = {m.key: m.tp_degree for m in state.models}
     planned = tuple(
@@ -204,6 +204,7 @@ def _initial_replicas(
                        tp_group(p.device_ids, tp.get(p.model_key, 1)))
         for p in state.placement
         if p.model_key in refs and p.device_ids and p.device_ids[0] in devices
+        for _ in range(p.replicas)
     )  # fmt: skip
     if planned:
         return planned
