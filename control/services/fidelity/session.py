@@ -41,9 +41,10 @@ class BatchLog(RuntimeMetrics):
         self.batches: list[BatchSeen] = []
 
     def batch_done(
-        self, model: str, device: str, size: int, device_ms: float, wall_s: float
-    ) -> None:
-        super().batch_done(model, device, size, device_ms, wall_s)
+        self, model: str, device: str, size: int, device_ms: float, wall_s: float,
+        moved_bytes: int = 0,
+    ) -> None:  # fmt: skip
+        super().batch_done(model, device, size, device_ms, wall_s, moved_bytes)
         self.batches.append(BatchSeen(size, device_ms, wall_s * 1000.0))
 
 
