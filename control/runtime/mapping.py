@@ -150,14 +150,15 @@ def substitute(inputs: Mapping[str, Any], fetched: Mapping[Fetch, Any]) -> dict[
 #: Tokens a generate step may produce when neither its node nor its request sets a limit.
 DEFAULT_MAX_TOKENS = 32
 #: Sampling fields a caller may set per run; they apply to the run's generate steps only.
-SAMPLING_FIELDS = ("temperature", "top_p", "seed")
+SAMPLING_FIELDS = ("temperature", "top_p", "seed", "stop")
 
 
 def gen_params(
     item: CoreItem, kind: str, stream_default: bool, sampling: Mapping[str, Any] | None = None
 ) -> GenParams:
     """Executor parameters from the node's params (``max_tokens``, sampling, ``top_k``, ...);
-    the run's own ``sampling`` (temperature, top_p, seed) overrides them for generate steps."""
+    the run's own ``sampling`` (temperature, top_p, seed, stop) overrides them for generate
+    steps."""
     p = dict(item.params)
     if sampling and kind == "generate":
         p.update({k: v for k, v in sampling.items() if k in SAMPLING_FIELDS and v is not None})

@@ -45,6 +45,8 @@ def single_model_spec(model_key: str, task: str) -> dict[str, Any]:
         # Scores reach the caller only once the core declares the port (the executor's rerank
         # adapter already produces them); until then relevance_score stays null.
         outputs = {**outputs, "scores": "scores"}
+    if task == "generate":  # what really ended the generation (the API's finish_reason)
+        outputs = {**outputs, "finish_reason": "finish_reason"}
     node: dict[str, Any] = {"id": task, "task": task, "model": model_key}
     if task == "rerank":
         node["params"] = {"top_k": RERANK_ALL}

@@ -198,6 +198,30 @@ async def test_completion_sampling_reaches_the_model_and_length_is_reported(acme
     assert bad.status_code == 422
 
 
+async def test_stop_seed_and_n_are_honoured_or_refused_never_ignored(acme):
+    """Issue 24, item 1: ``stop`` ends the text before the first stop string ("stop"),
+    ``seed`` makes a sampled completion repeatable, ``n`` above 1 is a 400 naming it (all
+    three used to be dropped without a word)."""
+    base = {"model": "tiny-gen", "prompt": "the quick brown fox", "max_tokens": 12}
+    greedy = await acme.post("/v1/completions", json=base)
+    assert greedy.status_code == 200, greedy.text
+    text = greedy.json()["choices"][0]["text"]
+    assert len(text) >= 4, text  # 12 tokens of the tiny GPT-2 decode to some text
+    stop = text[len(text) // 2 : len(text) // 2 + 2]
+    cut = await acme.post("/v1/completions", json={**base, "stop": [stop, "\u2603never"]})
+    assert cut.status_code == 200, cut.text
+    choice = cut.json()["choices"][0]
+    assert choice["text"] == text[: text.find(stop)] and choice["finish_reason"] == "stop"
+    sampled = {**base, "temperature": 1.5, "seed": 7}
+    first, again = [(await acme.post("/v1/completions", json=sampled)).json() for _ in range(2)]
+    assert first["choices"][0]["text"] == again["choices"][0]["text"]
+    many = await acme.post("/v1/completions", json={**base, "n": 2})
+    assert many.status_code == 400 and many.json()["field"] == "n", many.text
+    assert "n=2" in many.json()["detail"]
+    too_many = await acme.post("/v1/completions", json={**base, "stop": list("abcde")})
+    assert too_many.status_code == 422 and "stop" in too_many.text
+
+
 async def test_completions_rerank_and_models(acme):
     r = await acme.post(
         "/v1/completions", json={"model": "tiny-gen:1", "prompt": "x", "max_tokens": 3}

@@ -135,10 +135,14 @@ async def _generate(
     request: Request, who: Principal, body: s.GenerateOptions, prompt: str, route: str,
     key: str | None,
 ) -> tuple[Gateway, ModelRecord, str, str]:  # fmt: skip
+    if body.n != 1:  # refused, not ignored: one choice per request
+        raise ApiError(400, "unsupported", f"n={body.n}: only one choice per request is served "
+                       "(n=1); send n requests for n choices", field="n")  # fmt: skip
     gw = gateway(request)
     model = await _find_model(gw, body.model, "generate")
     digest = body_hash(route, body.model_dump())
-    sampling = {"temperature": body.temperature, "top_p": body.top_p}
+    sampling = {"temperature": body.temperature, "top_p": body.top_p, "seed": body.seed,
+                "stop": body.stop}  # fmt: skip
     started = await start_run(gw, who, (single_model_name(model.name), model.version),
                               {"prompt": prompt}, digest, key,
                               max_output_tokens=body.max_tokens or 0,
@@ -147,7 +151,12 @@ async def _generate(
 
 
 def _finish_reason(record: RequestRecord, max_tokens: int | None) -> str:
-    """ "length" when the model produced as many tokens as it was allowed, else "stop"."""
+    """What ended the generation, as its step reported it ("stop" or "length"); for a
+    one-model workflow stored before that output existed: "length" when the model produced
+    as many tokens as it was allowed, else "stop"."""
+    reported = _outputs(record).get("finish_reason")
+    if reported in ("stop", "length"):
+        return reported
     usage = (record.result or {}).get("usage") or {}
     limit = max_tokens or DEFAULT_MAX_TOKENS
     return "length" if int(usage.get("output_tokens") or 0) >= limit else "stop"

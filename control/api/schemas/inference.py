@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from control.api.schemas.common import Body
 
 MAX_TOKENS = 4096
+#: stop strings of one generate call, and the longest (as OpenAI's API allows)
+MAX_STOPS, MAX_STOP_CHARS = 4, 200
 Text = str
 
 
@@ -115,16 +117,35 @@ class ChatMessage(BaseModel):
 
 
 class GenerateOptions(BaseModel):
-    """Sampling per request: ``temperature`` (0 or absent: greedy) and ``top_p`` reach the
-    model's generate step; ``max_tokens`` bounds the output (``finish_reason`` is "length"
-    when it was reached)."""
+    """Sampling per request, each honoured or refused, never ignored: ``temperature`` (0 or
+    absent: greedy), ``top_p`` and ``seed`` reach the model's generate step; ``stop`` strings
+    end the text before the first of them; ``max_tokens`` bounds the output; ``n`` above 1 is
+    refused (one choice per request). ``finish_reason`` says what really ended the text:
+    "stop" (end of sequence or a stop string) or "length" (``max_tokens``, or the model's
+    context full)."""
 
     model: str = Field(min_length=1, max_length=300)
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
+    stop: str | list[str] | None = Field(
+        None, description="up to 4 strings; the text ends before the first one produced"
+    )
+    n: int = Field(1, ge=1, le=128, description="choices per request: only 1 is served")
     stream: bool = False
     user: str | None = Field(None, max_length=200)
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> list[str] | None:
+        stops = [value] if isinstance(value, str) else value
+        if stops is None:
+            return None
+        if len(stops) > MAX_STOPS or any(not 1 <= len(x) <= MAX_STOP_CHARS for x in stops):
+            raise ValueError(f"at most {MAX_STOPS} stop strings of 1 to {MAX_STOP_CHARS} "
+                             "characters each")  # fmt: skip
+        return stops
 
 
 class ChatCompletionCreate(GenerateOptions):

@@ -38,7 +38,11 @@ PORTS: Mapping[str, tuple[Mapping[str, str], Mapping[str, str]]] = MappingProxyT
             {"query": "text", "documents": "documents"},
             {"documents": "documents", "scores": "scores", "order": "indices"},
         ),
-        "generate": ({"prompt": "text", "context": "documents?"}, {"text": "text"}),
+        # ``finish_reason``: "stop" (end of sequence or a stop string) or "length"
+        "generate": (
+            {"prompt": "text", "context": "documents?"},
+            {"text": "text", "finish_reason": "label"},
+        ),
         "classify": ({"text": "text"}, {"label": "label"}),
         "vector_search": ({"embedding": "vector"}, {"documents": "documents"}),
         "router": ({"value": "any"}, {"label": "label", "value": "any"}),

@@ -85,6 +85,9 @@ class _Seq:
     first_token_ms: float | None = None
     next_logits: torch.Tensor | None = None
     room: int | None = None  # tokens the model's context has left after the prompt (None: any)
+    #: what ended it: "stop" (end of sequence, or a stop string) or "length" (``max_tokens``,
+    #: or the model's context full); the caller's ``finish_reason``
+    finish: str = "length"
 
 
 class GenerateAdapter:
@@ -190,7 +193,7 @@ class GenerateAdapter:
         if s is None:
             return ItemOutput(error=str(error), field=error.field if error else None)
         return ItemOutput(
-            {"text": s.text},
+            {"text": s.text, "finish_reason": s.finish},
             input_tokens=len(s.prompt_ids),
             output_tokens=len(s.generated),
             first_token_ms=s.first_token_ms,
@@ -217,13 +220,13 @@ class GenerateAdapter:
             seq.first_token_ms = ctx.elapsed_ms()
         eos = self.eos if isinstance(self.eos, list) else [self.eos]
         if token in eos:
-            seq.done = True
+            seq.done, seq.finish = True, "stop"
         else:
             seq.generated.append(token)
             seq.text = self.tokenizer.decode(seq.generated, skip_special_tokens=True)
             cut = _earliest_stop(seq.text, seq.params.stop)
             if cut is not None:
-                seq.text, seq.done = seq.text[:cut], True
+                seq.text, seq.done, seq.finish = seq.text[:cut], True, "stop"
             elif len(seq.generated) >= seq.params.max_tokens:
                 seq.done = True
             elif seq.room is not None and len(seq.generated) >= seq.room:
