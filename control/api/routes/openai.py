@@ -135,9 +135,6 @@ async def _generate(
     request: Request, who: Principal, body: s.GenerateOptions, prompt: str, route: str,
     key: str | None,
 ) -> tuple[Gateway, ModelRecord, str, str]:  # fmt: skip
-    if body.n != 1:  # refused, not ignored: one choice per request
-        raise ApiError(400, "unsupported", f"n={body.n}: only one choice per request is served "
-                       "(n=1); send n requests for n choices", field="n")  # fmt: skip
     gw = gateway(request)
     model = await _find_model(gw, body.model, "generate")
     digest = body_hash(route, body.model_dump())

@@ -119,8 +119,8 @@ class ChatMessage(BaseModel):
 class GenerateOptions(BaseModel):
     """Sampling per request, each honoured or refused, never ignored: ``temperature`` (0 or
     absent: greedy), ``top_p`` and ``seed`` reach the model's generate step; ``stop`` strings
-    end the text before the first of them; ``max_tokens`` bounds the output; ``n`` above 1 is
-    refused (one choice per request). ``finish_reason`` says what really ended the text:
+    end the text before the first of them; ``max_tokens`` bounds the output; ``n`` other than 1
+    is refused (one choice per request). ``finish_reason`` says what really ended the text:
     "stop" (end of sequence or a stop string) or "length" (``max_tokens``, or the model's
     context full)."""
 
@@ -132,9 +132,18 @@ class GenerateOptions(BaseModel):
     stop: str | list[str] | None = Field(
         None, description="up to 4 strings; the text ends before the first one produced"
     )
-    n: int = Field(1, ge=1, le=128, description="choices per request: only 1 is served")
+    n: int = Field(1, description="choices per request: only 1 is served (more: a 422 naming n)",
+                   json_schema_extra={"minimum": 1, "maximum": 1})  # fmt: skip
     stream: bool = False
     user: str | None = Field(None, max_length=200)
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, value: int) -> int:
+        if value != 1:  # refused, not ignored
+            raise ValueError(f"n={value}: only one choice per request is served (n=1); send n "
+                             "requests for n choices")  # fmt: skip
+        return value
 
     @field_validator("stop")
     @classmethod
