@@ -22,6 +22,7 @@ from control.services import build_services
 from control.services.demo_fleet import MINILM_PACKAGE
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import PEPPER
+from tests.support.processes import stop
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray")
@@ -104,12 +105,7 @@ def test_api_serves_an_embedding_on_a_local_ray_head_and_leaves_no_ray_behind(
         vector = r.json()["data"][0]["embedding"]
         assert len(vector) == 384 and any(abs(v) > 1e-6 for v in vector)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, _ = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
+        out = stop(proc, 90)
     # uvicorn drains, stops the app (and so the executor), then re-raises the signal it caught
     assert proc.returncode in (0, -signal.SIGTERM), out[-3000:]
     assert "Application shutdown complete" in out, out[-3000:]

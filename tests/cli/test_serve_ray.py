@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import psutil
 import pytest
 
 from tests.cli.test_api_ray import _env, _free_port, _seed
+from tests.support.processes import stop
 
 pytestmark = pytest.mark.ray
 ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
@@ -83,13 +83,7 @@ def test_serve_runs_on_a_ray_head_and_stops_cleanly_on_sigterm(
         more, _ = _wait_for_line(proc, r"runs/s", 30)  # it keeps serving
         out += more
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            rest, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rest, _ = proc.communicate()
-        out += rest
+        out += stop(proc, 60)
         try:
             deadline = time.monotonic() + 20
             while _device_actors(ray_tmp) and time.monotonic() < deadline:

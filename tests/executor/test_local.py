@@ -22,15 +22,8 @@ from control.executor.protocol import (
     WorkerUp,
 )
 from tests.executor.conftest import all_done, completions, make_executor, wait_for
+from tests.executor.models import BERT, BROKEN, GPT2, NOOP, SILENT
 
-GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")
-BERT = ModelRef("tiny-bert", "embed", "tiny", "bert")
-NOOP = ModelRef("noop", "noop", "tool")
-# A replica whose steps hold the worker's main thread without ticking, like one long forward
-# pass of an encoder (or a truly hung step, when it holds it long enough).
-SILENT = ModelRef("noop-silent", "noop", "tool", options={"tick": False})
-# A replica whose every batch raises: a fault of the replica itself, whatever its inputs.
-BROKEN = ModelRef("noop-broken", "noop", "tool", options={"fail": "the model is broken"})
 HANG_FLOOR_S = 3.0
 
 

@@ -31,17 +31,12 @@ from control.executor.protocol import (
 )
 from control.executor.ray import RayExecutor, RayExecutorConfig
 from tests.executor.conftest import all_done, completions
+from tests.executor.models import BROKEN, GPT2, NOOP, SILENT
 from tests.ray.conftest import remote_device, wait_until
 from tests.ray.test_steps_and_faults import drain
 
 pytestmark = pytest.mark.ray
 
-NOOP = ModelRef("noop", "noop", "tool")
-# holds its actor without ticking: a hung step when it holds it long enough
-SILENT = ModelRef("noop-silent", "noop", "tool", options={"tick": False})
-# raises in every batch: a fault of the replica itself
-BROKEN = ModelRef("noop-broken", "noop", "tool", options={"fail": "the model is broken"})
-GPT2 = ModelRef("tiny-gpt2", "generate", "tiny", "gpt2")
 HANG_FLOOR_S = 3.0
 COOLDOWN_S = 1.0
 MAX_TOKENS = 200  # the streamed batch runs long enough to tell "while" from "at the end"
