@@ -7,6 +7,8 @@ the chains.
 
 * ``local_us_per_hop_p50``: LocalExecutor, every step on worker ``cpu:0``;
 * ``ray_us_per_hop_p50``: RayExecutor, every step on the driver node's actor;
+* ``ray_bare_call_us_p50``: a call to a trivial actor on the same node through the same future
+  callback, nothing of Legato's: Ray's own floor under ``ray_us_per_hop_p50`` on this machine;
 * ``ray_cross_node_us_per_hop_p50``: steps alternating between the actors of two nodes of a
   local ``ray.cluster_utils`` cluster (each input moves through the object store);
   ``ray_cross_node_transfer_us`` is the difference (what moving one input to the other node
@@ -86,6 +88,35 @@ def chains(ex, replicas: list[str], n: int, tag: str) -> float:
     return statistics.median(per_hop)
 
 
+class _Echo:
+    """The least an actor can do: Ray's own cost of a call, with nothing of Legato's."""
+
+    def run(self, value: int) -> int:
+        return value
+
+
+def bare_call_us(ray, calls: int = 400) -> float:  # noqa: ANN001 (the ray module)
+    """Median us of a call to a trivial actor on the driver's node, answered through the
+    future callback the executor uses: the floor under ``ray_us_per_hop_p50`` on this
+    machine (the executor's own part of a hop is the difference)."""
+    import queue
+
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    actor = ray.remote(_Echo).options(num_cpus=0, scheduling_strategy=here).remote()
+    ray.get(actor.run.remote(0))
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    took = []
+    for i in range(calls):
+        started = perf_counter()
+        actor.run.remote(i).future().add_done_callback(done.put)
+        done.get()
+        took.append((perf_counter() - started) * 1e6)
+    ray.kill(actor)
+    return statistics.median(took)
+
+
 def local_figure(n: int) -> float:
     ex = LocalExecutor(ExecutorConfig(use_cuda=False), [DeviceInfo("cpu:0", "cpu", 0, 1024, 0)])
     ex.start()
@@ -119,6 +150,7 @@ def ray_figures(n: int, served: Served | None) -> dict:
             assert ex.load("a", NOOP, here).result(60).ok
             assert ex.load("b", NOOP, there).result(60).ok
             out["same"] = chains(ex, ["a"], n, "R")
+            out["bare"] = bare_call_us(ray)
             out["cross"] = chains(ex, ["a", "b"], n, "X")
             out["moved"] = ex.transfer_totals()
         finally:
@@ -194,6 +226,7 @@ def main() -> None:
         "hops": HOPS, "chains": args.chains,
         "local_us_per_hop_p50": round(local), "ray_us_per_hop_p50": round(ray_["same"]),
         "ray_cross_node_us_per_hop_p50": round(ray_["cross"]),
+        "ray_bare_call_us_p50": round(ray_["bare"]),
         "ray_cross_node_transfer_us": max(0, round(ray_["cross"] - ray_["same"])),
         "ray_bytes_moved": ray_["moved"],
         "local_served_per_s": local_per_s, "ray_served_per_s": ray_per_s,
