@@ -121,7 +121,7 @@ def test_api_serves_an_embedding_on_a_local_ray_head_and_leaves_no_ray_behind(
 
 def test_an_unreachable_ray_address_is_one_sentence_and_exit_1(tmp_path):
     port = _free_port()  # nothing listens there
-    for command in ("api", "up"):
+    for command in ("api", "up", "serve"):
         result = subprocess.run(
             [sys.executable, "-m", "control.cli", command, "--executor", "ray",
              "--ray-address", f"127.0.0.1:{port}"],

@@ -20,8 +20,9 @@ Methods and their concurrency groups (Ray runs the methods of one group in call 
 
 Inputs held by another actor arrive as top-level arguments of ``run`` (Ray resolves each from
 its object reference before the call: the data moves producer -> object store -> consumer,
-never through the driver); ``run`` reports how many bytes arrived that way. Tensors stay
-tensors on the way (Ray serialises them itself).
+never through the driver); each item's result says how many bytes arrived that way (the batch
+runner measures them, as on a local worker). Tensors stay tensors on the way (Ray serialises
+them itself).
 """
 
 from __future__ import annotations
@@ -122,10 +123,10 @@ class DeviceActor:
             torch.cuda.empty_cache()
         return freed
 
-    def run(self, batch: Batch, keys: tuple, *values: Any) -> tuple[list[tuple], dict]:
+    def run(self, batch: Batch, keys: tuple, *values: Any) -> list[tuple]:
         """Run ``batch``; ``values[i]`` is the input ``keys[i]`` (run, node, field) moved here
         from another actor. Returns the messages a local worker would send for it (results,
-        streamed text) and the bytes of each moved input."""
+        each with the bytes moved to it, and streamed text)."""
         moved = {k: v for k, v in zip(keys, values, strict=True) if not isinstance(v, Missing)}
         self._sent.clear()
         self._busy.set()
@@ -135,12 +136,12 @@ class DeviceActor:
             self._busy.clear()
         sent = [m for m in self._sent if m[0] in (wire.RESULTS, wire.DELTA)]
         self._sent.clear()
-        return sent, _sizes(moved)
+        return sent
 
-    def stream(self, batch: Batch, keys: tuple, *values: Any) -> Iterator[tuple[list, dict | None]]:
+    def stream(self, batch: Batch, keys: tuple, *values: Any) -> Iterator[tuple[list, bool]]:
         """``run`` for a batch whose text streams (a Ray streaming generator, see
-        :mod:`.streams`): yields ``(deltas, None)`` as the model produces text, then once what
-        ``run`` returns. The batch runs on a thread of its own meanwhile (a generator cannot
+        :mod:`.streams`): yields ``(deltas, False)`` as the model produces text, then once
+        ``(what run returns, True)``. The batch runs on a thread of its own meanwhile (a generator cannot
         yield from inside the model's callback); this method still holds the default group, so
         nothing else runs on the replicas until it ends, as for ``run``."""
         moved = {k: v for k, v in zip(keys, values, strict=True) if not isinstance(v, Missing)}
@@ -174,12 +175,12 @@ class DeviceActor:
                 if any(msg is done for msg in chunk):
                     break
                 if pending and pending[-1][0] == wire.DELTA:  # results go with the last value
-                    yield pending, None
+                    yield pending, False
                     pending = []
         finally:
             self._busy.clear()
             self.batches.send = self._sent.append
-        yield pending, _sizes(moved)
+        yield pending, True
 
     def export(self, run_id: str, node_id: str, field: str) -> Any:
         """One field of a held output, as it is (a tensor stays a tensor), or :class:`Missing`."""
@@ -202,10 +203,3 @@ class DeviceActor:
 def _nothing_joins(replica_id: str) -> list[tuple]:
     """Batches that may join a running decode loop: none here (each ``run`` is one call)."""
     return []
-
-
-def _sizes(moved: dict) -> dict:
-    """The bytes of each input moved here (:func:`~control.executor.worker.payloads.nbytes`)."""
-    from control.executor.worker.payloads import nbytes  # torch: imported in the actor only
-
-    return {key: nbytes(value) for key, value in moved.items()}

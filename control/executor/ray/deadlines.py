@@ -16,19 +16,14 @@ past its deadline and reports it lost (``Flow.lost``: that batch fails ``hang``)
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
-
-import ray
 
 from control.executor.host.handle import ExpectedTimes
 from control.executor.protocol import Batch, ItemResult, RunningBatch
 
 if TYPE_CHECKING:  # the flow holds the deadlines
     from control.executor.ray.flow import Flow
-
-log = logging.getLogger(__name__)
 
 
 def kill_hung(flow: Flow, now: float) -> None:
@@ -40,12 +35,8 @@ def kill_hung(flow: Flow, now: float) -> None:
         if late is None or not slot.up:
             continue
         batch_id, ran, limit = late
-        actor, running = slot.actor, flow.deadlines.forget(slot.device_id)
-        try:
-            ray.kill(actor, no_restart=True)
-        except Exception as err:  # noqa: BLE001 (already gone: it is lost all the same)
-            log.warning("killing the hung actor of %s: %s", slot.device_id, err)
-        flow.lost(slot, f"batch {batch_id} has run {ran:.2f}s, past its {limit:.2f}s deadline: "
+        running = flow.deadlines.forget(slot.device_id)
+        flow.kill(slot, f"batch {batch_id} has run {ran:.2f}s, past its {limit:.2f}s deadline: "
                         "hung", hung=running)  # fmt: skip
 
 

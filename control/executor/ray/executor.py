@@ -29,6 +29,7 @@ from typing import Any
 import ray
 
 from control.clock import SYSTEM_CLOCK, Clock
+from control.executor.futures import fail, settle
 from control.executor.host.hub import EventHub
 from control.executor.host.replicas import estimate_mib
 from control.executor.protocol import (
@@ -238,7 +239,7 @@ class RayExecutor:
             return self._flow.moves.of_step(run_id, node_id)
 
     def transfer_totals(self) -> dict[str, int]:
-        """Inputs moved between actors so far, and their bytes."""
+        """Steps that got inputs from another actor so far, and the inputs' bytes."""
         with self._lock:
             return {"moves": self._flow.moves.moves, "bytes": self._flow.moves.bytes}
 
@@ -255,9 +256,9 @@ def _settle_fetch(out: concurrent.futures.Future, fut: Any, run_id: str, node_id
     try:
         value = fut.result()
     except Exception as err:  # noqa: BLE001 (the holder died meanwhile)
-        out.set_exception(KeyError(f"output {run_id}/{node_id} lost: {type(err).__name__}"))
+        fail(out, KeyError(f"output {run_id}/{node_id} lost: {type(err).__name__}"))
         return
     if value is None:
-        out.set_exception(KeyError(f"no actor holds output {run_id}/{node_id}"))
+        fail(out, KeyError(f"no actor holds output {run_id}/{node_id}"))
     else:
-        out.set_result(value)
+        settle(out, value)

@@ -1,9 +1,8 @@
 """Batches on the Ray executor, from ``submit`` to their completion, and lost actors.
 
-The exactly-once rules are the local executor's (see
-:mod:`control.executor.host.dispatch`): a completed key is answered from the idempotency store
-(``replayed=True``), a key in flight is not run twice, retriable failures and cancels are not
-stored. A batch waits in its slot's queue until fewer than ``DEPTH`` batches run on the actor;
+The exactly-once rules are the local executor's (:mod:`control.executor.host.dispatch`): a
+completed key is answered from the idempotency store (``replayed=True``), a key in flight is not
+run twice, retriable failures and cancels are not stored. A batch waits in its slot's queue until fewer than ``DEPTH`` batches run on the actor;
 it is then called with every input held by ANOTHER actor as an object reference of that
 actor's ``export`` (Ray resolves it on the consumer's node; the driver never sees the data).
 
@@ -15,10 +14,9 @@ replica whose breaker is open is refused at ``submit`` (``unavailable``, retriab
 reaching its actor, half-open lets one probe through, and every batch that ended counts toward
 it. Each batch is timed against its hang deadline while its actor runs it (:mod:`.deadlines`).
 
-An actor that dies (the reference of a running batch or of a status call fails with Ray's
-``RayActorError`` for that actor; or it stops answering its status call: :mod:`.silence`) or
-hangs (a batch it runs passed its deadline: the executor's tick kills it,
-:func:`~control.executor.ray.deadlines.kill_hung`): every batch sent to it or queued for it
+An actor that dies (a reference of its calls fails with Ray's ``RayActorError`` for it), stops
+answering its status call (:mod:`.silence`) or hangs (a batch it runs passed its deadline,
+:func:`~control.executor.ray.deadlines.kill_hung`; both are killed, :meth:`Flow.kill`): every batch sent to it or queued for it
 completes failed retriable, once (``hang`` for the batch it was running when it hung, else
 ``worker_down``); its replicas and held outputs are forgotten; ``WorkerDown`` is emitted; a
 fresh actor is started on the same node, and ``WorkerUp`` is emitted when it answers: the
@@ -34,6 +32,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
+import ray
 from ray.exceptions import RayActorError
 
 from control.executor.host.breaker import BreakerConfig
@@ -112,6 +111,15 @@ class Flow:
             slot.up, slot.pid = True, pid
             self.pump.emit(WorkerUp(slot.device_id, pid, slot.restarts))
             self.send(slot)
+
+    def kill(self, slot: Slot, reason: str, hung: Collection[str] = ()) -> None:
+        """Kill the slot's actor, judged lost while alive (hung, or silent: it must never answer
+        later, and its resources go to the fresh one), and report it lost (:meth:`lost`)."""
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except Exception as err:  # noqa: BLE001 (already gone, or its node: lost all the same)
+            log.warning("killing the actor of %s: %s", slot.device_id, err)
+        self.lost(slot, reason, hung)
 
     def lost(self, slot: Slot, reason: str, hung: Collection[str] = ()) -> None:
         """The slot's actor died (or was killed: ``hung`` names the batches it was running
@@ -216,7 +224,7 @@ class Flow:
         slot.running.pop(batch.batch_id, None)
         results: list[ItemResult] = []
         try:
-            sent, sizes = fut.result()
+            sent = fut.result()
         except RayActorError as err:
             if err.actor_id == slot.actor_hex:
                 slot.running[batch.batch_id] = batch  # reported with the others it held
@@ -230,12 +238,12 @@ class Flow:
             results = failures(batch, slot.device_id, f"{type(err).__name__}: {err}",
                                "model_error")  # fmt: skip
         else:
-            self.moves.record(batch, sizes)
             for msg in sent:
                 if msg[0] == wire.DELTA:
                     self.pump.emit(TokenDelta(*msg[1:]))
                 else:
                     results.extend(msg[2])
+            self.moves.record(results)
         now = self.now()
         self._judge(batch, results, now)  # first: a breaker that opens is known before the
         self.finish(results)  # failures that opened it (never retried onto the open replica)

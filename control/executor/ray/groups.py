@@ -14,7 +14,6 @@ unloaded or one of its devices is lost, which loses the replica (the runtime loa
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -49,12 +48,6 @@ def refusal(slots: Mapping[str, Slot], devices: tuple[str, ...], need: int,
     node, most = free.most_common(1)[0] if free else ("-", 0)
     return (f"tp_degree {k}: needs {k} devices with {need} MiB free on one node; no node has "
             f"{k} free in the group {list(devices)} (most free: {most}, on node {node[:8]})")  # fmt: skip
-
-
-def settle(future: concurrent.futures.Future, report: Any) -> None:
-    """Resolve a load's future unless it is already resolved."""
-    if not future.done():
-        future.set_result(report)
 
 
 @dataclass

@@ -16,10 +16,10 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
+from control.executor.futures import settle
 from control.executor.protocol import ExecutorError, LoadReport, ModelRef, ReplicaEvicted
 from control.executor.ray import groups
 from control.executor.ray.flow import Flow
-from control.executor.ray.groups import settle
 from control.executor.ray.pump import Pump
 from control.executor.ray.room import Loading
 from control.executor.ray.slots import Slot

@@ -1,32 +1,30 @@
-"""Bytes moved between actors, per consumer step: what an input held by another actor cost on
-its way through Ray's object store (measured by the consumer on arrival)."""
+"""Bytes moved between actors, per consumer step: what the inputs held by another actor cost on
+their way through Ray's object store (``ItemResult.moved_bytes``, measured by the consumer's
+batch runner on arrival)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
-from control.executor.protocol import Batch, InputRef
+from control.executor.protocol import ItemResult
 
 
 class MoveLog:
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
-        self.moves = 0  # inputs moved between actors
+        self.moves = 0  # steps that got inputs from another actor
         self.bytes = 0  # their bytes
         self._per_step: OrderedDict[tuple[str, str], int] = OrderedDict()
 
-    def record(self, batch: Batch, sizes: dict[tuple[str, str, str], int]) -> None:
-        """``sizes``: bytes of each moved input (run, node, field) of ``batch``."""
-        if not sizes:
-            return
-        self.moves += len(sizes)
-        self.bytes += sum(sizes.values())
-        for item in batch.items:
-            got = sum(sizes.get((v.run_id, v.node_id, v.field), 0)
-                      for v in item.inputs.values() if isinstance(v, InputRef))  # fmt: skip
-            if got:
-                key = (item.step.run_id, item.step.node_id)
-                self._per_step[key] = self._per_step.get(key, 0) + got
+    def record(self, results: Iterable[ItemResult]) -> None:
+        """The results of a batch an actor ran: what moved to each of its steps."""
+        for result in results:
+            if result.moved_bytes:
+                self.moves += 1
+                self.bytes += result.moved_bytes
+                key = (result.step.run_id, result.step.node_id)
+                self._per_step[key] = self._per_step.get(key, 0) + result.moved_bytes
         while len(self._per_step) > self.capacity:
             self._per_step.popitem(last=False)
 

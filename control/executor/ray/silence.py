@@ -13,7 +13,7 @@ measured here), and the node table shows the node dead only after the GCS health
 * a deadline on the status call (the heartbeat, one every ``heartbeat_s``), for a machine that
   answers nothing at all (frozen, cut off by the network): an actor that is up and whose last
   status answer is older than its limit, ``missed_heartbeats x heartbeat_s``, is judged lost
-  (:func:`judge_lost`): it is killed (``ray.kill``: an actor merely stalled cannot answer
+  (:meth:`StatusDeadlines.judge`, ``Flow.kill``): it is killed (``ray.kill``: an actor merely stalled cannot answer
   later; the slot's generation bump ignores its late replies anyway), its slot reports
   ``WorkerDown`` (items in flight retriable once, as for any lost actor) and a fresh actor is
   started unless its node left. Silence is judged on two checks in a row, an eighth of a
@@ -36,8 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-
-import ray
 
 from control.executor.ray.config import RayExecutorConfig
 from control.executor.ray.flow import Flow
@@ -98,17 +96,7 @@ class StatusDeadlines:
         return found
 
     def judge(self, flow: Flow, now: float, loading: Collection[str]) -> None:
-        """Judge lost (:func:`judge_lost`) the actors of ``flow`` that :meth:`silent` finds."""
+        """Kill and report lost (``Flow.kill``) the actors of ``flow`` that :meth:`silent`
+        finds."""
         for slot, why in self.silent(flow.slots.values(), now, loading):
-            judge_lost(flow, slot, why)
-
-
-def judge_lost(flow: Flow, slot: Slot, why: str) -> None:
-    """Kill the silent actor of ``slot`` and report it lost (``Flow.lost``: ``WorkerDown``,
-    then a fresh actor unless its node left)."""
-    if slot.actor is not None:  # first: its node's resources free for the fresh actor
-        try:
-            ray.kill(slot.actor, no_restart=True)
-        except Exception:  # noqa: BLE001 (already dead, or its node gone: nothing to stop)
-            pass
-    flow.lost(slot, why)
+            flow.kill(slot, why)

@@ -42,6 +42,3 @@ class Slot:
     @property
     def device_id(self) -> str:
         return self.device.device_id
-
-    def charged_mib(self) -> int:
-        return sum(self.replicas.values())

@@ -3,9 +3,8 @@
 A batch with an item that asks for streamed text (``GenParams.stream``) is called through the
 actor's generator method :meth:`~control.executor.ray.actor.DeviceActor.stream` as a Ray
 streaming generator (``num_returns="streaming"``: each value it yields reaches the caller as it
-is yielded). It yields ``(messages, None)`` for the text produced so far, then once
-``(messages, sizes)``: the last messages (results among them) and the moved inputs' bytes, the
-value the plain ``run`` returns. Every other batch keeps the plain call, one round trip and no
+is yielded). It yields ``(messages, False)`` for the text produced so far, then once
+``(messages, True)``: the last messages (results among them), what the plain ``run`` returns. Every other batch keeps the plain call, one round trip and no
 thread (the hot path: a streamed call costs about twice as much).
 
 Consuming the stream blocks (the next value may be seconds away), so each streamed batch has a
@@ -48,11 +47,11 @@ def _forward(stream: Any, pump: Pump, on_deltas: Callable[[list[tuple]], None],
     end: concurrent.futures.Future = concurrent.futures.Future()
     try:
         for ref in stream:
-            messages, sizes = ray.get(ref)
-            if sizes is None:
+            messages, last = ray.get(ref)
+            if not last:
                 pump.call(lambda _, m=messages: on_deltas(m))
             else:
-                end.set_result((messages, sizes))
+                end.set_result(messages)
                 break
         else:
             raise RuntimeError("the stream ended without the batch's results")
