@@ -13,7 +13,7 @@ simulated (``plan_simulation``) before a rollout is allowed unless forced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,13 +44,15 @@ from db.session import session_scope
 ENTITY = "placement_plan"
 
 
-def live_snapshot(fleet: FleetState) -> ClusterSnapshot:
-    """What the live runtime can run: up real devices, loadable models, headroom on those."""
+def live_snapshot(fleet: FleetState, runnable: Collection[str] | None = None) -> ClusterSnapshot:
+    """What the live runtime can run: up real devices, headroom on those, and the models it can
+    load (``runnable``: the running runtime's model keys; None: those with loadable weights)."""
     devices = tuple(DeviceEntry(d) for d in fleet.devices
                     if d.device_id in fleet.real_devices and d.status == "up")  # fmt: skip
     ids = frozenset(d.device_id for d in devices)
     headroom = tuple(replace(h, device_ids=h.device_ids & ids) for h in fleet.tenancy.headroom)
-    models = tuple(ModelEntry(s) for s in fleet.models if s.key in fleet.model_refs)
+    known = fleet.model_refs if runnable is None else runnable
+    models = tuple(ModelEntry(s) for s in fleet.models if s.key in known)
     return ClusterSnapshot(devices, models, headroom)
 
 
@@ -86,17 +88,18 @@ class PlanProposalService:
     def propose(
         self, actor: str, *, policy: str = "planner", window_s: float = 600.0,
         demand: Mapping[str, Any] | None = None, note: str = "",
-        auto_rollback: bool | None = None,
+        auto_rollback: bool | None = None, runnable: Collection[str] | None = None,
     ) -> PlacementPlanRecord:  # fmt: skip
-        """Plan and store (see the module docstring); returns the stored plan."""
+        """Plan and store (see the module docstring); returns the stored plan. ``runnable``:
+        the model keys the running runtime can load (None: models with loadable weights)."""
         if policy not in PLACEMENT.names():
             raise ValidationError("policy", policy, f"one of {sorted(PLACEMENT.names())}")
         if not window_s > 0:
             raise ValidationError("window_s", window_s, "must be > 0")
         now = self._clock()
         with session_scope(self._factory) as session:
-            fleet = load_fleet_state(session, include_declared=False)
-            snapshot = live_snapshot(fleet)
+            fleet = load_fleet_state(session, include_declared=True)
+            snapshot = live_snapshot(fleet, runnable)
             if not snapshot.devices or not snapshot.models:
                 raise Conflict("nothing to plan: no up real device or no loadable model")
             if demand is None:

@@ -135,9 +135,9 @@ async def test_rollout_gate_refuses_unsimulated_and_audits_forced(stack, admin, 
 async def test_simulation_is_stored_with_the_plan_and_opens_the_gate(
     stack,
     admin,
-    runtime,
+    runtime,  # noqa: F811
     db_url,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ):
     gw = stack.app.state.gateway
     assert (await admin.post("/admin/placement-plans/1/simulate")).status_code == 503

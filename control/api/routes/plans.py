@@ -45,6 +45,13 @@ def plan_watch(gw: Gateway) -> PlanWatchConfig:
     return gw.extras.get("plan_watch") or PlanWatchConfig()
 
 
+def _runnable(gw: Gateway) -> set[str] | None:
+    """The model keys the running runtime can load (None without a runtime)."""
+    runtime = None if gw.inference is None else getattr(gw.inference, "runtime", None)
+    refs = getattr(runtime, "model_refs", None)
+    return None if refs is None else set(refs)
+
+
 @router.post("/admin/placement-plans/propose", status_code=201)
 def propose_plan(gw: GatewayDep, body: PlanPropose, who: AdminDep) -> PlanOut:
     """Propose a plan: the named policy over the live fleet (up real devices, loadable models)
@@ -52,6 +59,7 @@ def propose_plan(gw: GatewayDep, body: PlanPropose, who: AdminDep) -> PlanOut:
     record = PlanProposalService(gw.services.factory).propose(
         who.actor, policy=body.policy, window_s=plan_window_s(gw, body.window_s),
         demand=body.demand, note=body.note, auto_rollback=body.auto_rollback,
+        runnable=_runnable(gw),
     )  # fmt: skip
     return PlanOut.model_validate(record)
 
