@@ -7,8 +7,12 @@ rollout); ``POST /admin/placement-plans/rollback`` does the same for whatever ro
 last. The POSTs answer 202 at once; ``GET /admin/placement-plans/{id}/rollout`` shows progress
 (see :func:`rollout_progress` for the JSON). 409 while another rollout is in progress, or
 when the core refuses the plan (the body's ``detail`` says why: e.g. a tensor-parallel group no
-interconnect domain can hold; nothing changes), 503 without a live runtime (the GET works
-without one, from the audit log).
+interconnect domain can hold; nothing changes), 409 for a plan the twin has not simulated
+unless the body says ``{"force": true}`` (``control.services.plan_gate``; the rollout's audit
+record then says forced and why), 503 without a live runtime (the GET works without one, from
+the audit log). On a gateway built with the plan settings, each rollout started here is
+watched by ``control.services.plan_observer`` (observed p50/p99 beside the prediction, flag,
+automatic rollback where enabled).
 
 Plan lifecycle: a completed rollout makes the plan ``active`` (the previous active plan
 ``retired``); a failed load (the core restores the previous placement) or a completed rollback
