@@ -118,6 +118,7 @@ async def rollout_plan(
     audit record says forced). The observed p50/p99 of the window after it completes are
     stored with the plan (``control.services.plan_observer``)."""
     service = rollouts(gw)
+    service.placement_event(item_id)  # a plan nothing of which could run is refused as such first
     forced = unsimulated_reason(gw.services.plans.get(item_id), force=bool(body and body.force))
     event = await service.start(who.actor, item_id, forced=forced)
     watch_rollout(gw, service, item_id)
