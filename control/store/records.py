@@ -78,6 +78,11 @@ class PlacementPlanRecord:
     author: str
     note: str
     created_at: datetime
+    origin: dict[str, Any] | None = None
+    simulation: dict[str, Any] | None = None
+    observation: dict[str, Any] | None = None
+    flagged: bool = False
+    auto_rollback: bool | None = None
 
 
 @dataclass(frozen=True)

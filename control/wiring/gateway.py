@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
+from control.api.plan_settings import plan_extras
 from control.api.ports import WhatIfEngine
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
@@ -112,7 +113,7 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     executor = build_executor(settings) if with_runtime else None
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
-    extras = {"fidelity_runner": FidelityRunner(url)}
+    extras = {"fidelity_runner": FidelityRunner(url), **plan_extras(settings, factory, url)}
     options = with_measured_transfer(live_options(gateway), settings)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
