@@ -52,12 +52,12 @@ def _seed(services) -> tuple[dict[str, str], int]:  # noqa: ANN001
     return keys, reserved.id
 
 
-def _reserve(url: str, device_id: int) -> str:
+def _reserve(url: str, device_id: int, headroom: dict = HEADROOM) -> str:
     """The headroom reservation through the admin API of the running gateway; returns what
     the live core said of it (``X-Legato-Live-Config``)."""
     import httpx
 
-    body = {**HEADROOM, "selector": {"device_ids": [device_id]}}
+    body = {**headroom, "selector": {"device_ids": [device_id]}}
     r = httpx.post(f"{url}/admin/headroom", json=body, timeout=30,
                    headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
     r.raise_for_status()
@@ -123,9 +123,10 @@ def steps_by_device(url: str) -> dict[str, dict[int | None, int]]:
 
 
 def start(root: Path, template: Path, timeout_s: float,
-          lower_class_path_s: float | None) -> tuple[Any, dict]:  # fmt: skip
+          lower_class_path_s: float | None, headroom: dict = HEADROOM) -> tuple[Any, dict]:  # fmt: skip
     """Seed, serve and reserve (see the module's docstring): (the served app, what ``main``
-    prints). ``lower_class_path_s``: the door's headroom for the critical class."""
+    prints). ``lower_class_path_s``: the door's headroom for the critical class; ``headroom``:
+    the reservation's body (``HEADROOM``: lent to no one)."""
     world = live_world(root, template, archs=("bert",))
     keys, reserved = _seed(world.services)
     config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s,
@@ -136,7 +137,7 @@ def start(root: Path, template: Path, timeout_s: float,
                             for i, d in enumerate(DEVICES)],
                    start_with_app=True)  # fmt: skip
     served = serve_in_thread(app)
-    live = _reserve(served.url, reserved)
+    live = _reserve(served.url, reserved, headroom)
     return served, {"url": served.url, "keys": keys, "headroom": live,
                     "reserved_device": reserved}  # fmt: skip
 
