@@ -1,5 +1,5 @@
 """The overload test's gateway in a process of its own (``python -m tests.faults.overload_server
-ROOT TEMPLATE TIMEOUT_S``): the load generator must not share the gateway's GIL and event loop,
+ROOT TEMPLATE TIMEOUT_S [lent]``): the load generator must not share the gateway's GIL and event loop,
 as no real client does. Seeds the fleet (two CPU devices with the tiny embedder), serves on a free loopback port, sets
 the critical tenant's headroom reservation through the admin API (as an operator does) and
 prints one JSON line ``{"url", "keys", "headroom" (the live core's answer), "reserved_device"}``;
@@ -148,7 +148,11 @@ def main() -> None:
         return
     root, template, timeout_s = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     torch.set_num_threads(1)
-    served, started = start(root, template, timeout_s, LOWER_CLASS_PATH_S)
+    if sys.argv[4:] == ["lent"]:  # the reservation lent preemptibly, no door headroom
+        lent = {**HEADROOM, "borrowable": True}
+        served, started = start(root, template, timeout_s, None, lent)
+    else:
+        served, started = start(root, template, timeout_s, LOWER_CLASS_PATH_S)
     print(json.dumps(started), flush=True)
     threading.Thread(target=sys.stdin.read, daemon=True).start()
     sys.stdin.read()
