@@ -136,6 +136,19 @@ def room_classes(
     return {rid: fitting_classes(pol, cluster, reps[rid], occ) for rid in rooms}
 
 
+def held_for(pol: Policies, cluster: Cluster, device_id: str, priority_class: str) -> bool:
+    """Does a reservation on ``device_id`` hold slots for ``priority_class``? (The guard lets
+    the class in, and not preemptibly, over the device full of preemptible work.)"""
+    occ = occupancy(pol, cluster)
+    if device_id not in occ:
+        return False
+    usage = {d: PoolUsage(d, cap, min(cap, n)) for d, (cap, n) in occ.items()}
+    cap = occ[device_id][0]
+    usage[device_id] = PoolUsage(device_id, cap, cap, cap)
+    verdict = pol.tenancy.headroom_check(device_id, priority_class, usage)
+    return verdict.allowed and not verdict.preemptible
+
+
 def kept_rooms(
     pol: Policies, cluster: Cluster, rooms: Mapping[str, int]
 ) -> dict[str, frozenset[str]] | None:

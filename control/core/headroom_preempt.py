@@ -15,7 +15,8 @@ on reserved devices, as many borrowed slots as it has pending steps, the newest 
   the node's retries): the driver cancels the old ones, and a result that still comes (the
   batch started before the cancel arrived) is discarded and billed once.
 
-A started step is never taken back, and nothing is failed. Work is "borrowed" when the guard,
+The slots taken back are given to the pending steps of the class at once (bound to that
+replica, in fair-share order). A started step is never taken back, and nothing is failed. Work is "borrowed" when the guard,
 asked for its class over the pool with one slot left, would let it in only preemptibly.
 
 Pure: reads the cluster and asks the tenancy half's guard; each take-back is a
@@ -29,9 +30,10 @@ from control.core.binding import park
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.dag.reissue import reissue
-from control.core.headroom_fit import occupancy
+from control.core.headroom_fit import held_for, occupancy
 from control.core.parts import ActionLog, Queues, Runs
-from control.core.queueing import dequeue
+from control.core.pending import PendingQueue
+from control.core.queueing import dequeue, enqueue
 from control.core.runs import add_step
 from control.core.state import QueuedStep, ReplicaRecord
 from control.core.tenancy.base import PoolUsage, priority_rank
@@ -51,14 +53,6 @@ def _borrows(pol: Policies, cluster: Cluster, device_id: str, priority_class: st
     cap = occupancy(pol, cluster)[device_id][0]
     usage = _usage(pol, cluster, device_id, cap - 1, 0)
     return pol.tenancy.headroom_check(device_id, priority_class, usage).preemptible
-
-
-def _takes_back(pol: Policies, cluster: Cluster, device_id: str, priority_class: str) -> bool:
-    """Is ``priority_class`` let in, not preemptibly, over the device full of borrowed work?"""
-    cap = occupancy(pol, cluster)[device_id][0]
-    usage = _usage(pol, cluster, device_id, cap, cap)
-    verdict = pol.tenancy.headroom_check(device_id, priority_class, usage)
-    return verdict.allowed and not verdict.preemptible
 
 
 def _unstarted_batches(rec: ReplicaRecord) -> list[str]:
@@ -92,9 +86,25 @@ def reclaim_headroom(
             need[cls] = need.get(cls, 0) + 1
         for cls in sorted(need, key=priority_rank):
             for rec in reps:
-                if need[cls] > 0 and _takes_back(pol, cluster, rec.device.device_id, cls):
-                    need[cls] -= _take_back(pol, runs, cluster, queues, log, rec, cls,
-                                            need[cls], now)  # fmt: skip
+                if need[cls] > 0 and held_for(pol, cluster, rec.device.device_id, cls):
+                    taken = _take_back(pol, runs, cluster, queues, log, rec, cls, need[cls], now)
+                    _give(pol, cluster, queues, queue, rec, cls, taken, now)
+                    need[cls] -= taken
+
+
+def _give(
+    pol: Policies, cluster: Cluster, queues: Queues, queue: PendingQueue[QueuedStep],
+    rec: ReplicaRecord,
+    cls: str, slots: int, now: float,
+) -> None:  # fmt: skip
+    """Bind ``slots`` pending steps of ``cls`` (in fair-share order) to ``rec``, whose slots
+    were taken back for them: left to binding, they could be bound elsewhere, behind the
+    lower-class work there, and the requeued steps take the slots again."""
+    if slots <= 0:
+        return
+    for step in queue.take(slots, pol.tenancy, now, frozenset([cls])):
+        step.pending_model = None
+        enqueue(pol, cluster, queues, step, rec, now, bound=True)
 
 
 def _victim(pol: Policies, cluster: Cluster, rec: ReplicaRecord, step: QueuedStep,

@@ -18,12 +18,18 @@ from control.core.types import BatchResult, ModelSpec, StepResult
 from tests.core.test_headroom_binding import _req
 from tests.support.builders import devices, latency, single
 
+#: As the live product binds: batches dispatched ahead of a replica's end (15 ms)
+LIVE = BindingConfig(dispatch_ahead_us=15_000)
+#: Steps bound ahead of a replica's end, dispatched only when it is free
+BOUND_AHEAD = BindingConfig(bind_ahead_us=15_000)
 
-def _core(batch_size: int, replicas: tuple[str, ...], borrowable: bool = True) -> ControlCore:
+
+def _core(batch_size: int, replicas: tuple[str, ...], borrowable: bool = True,
+          binding: BindingConfig = LIVE) -> ControlCore:  # fmt: skip
     """EMB replicas r0 on d000 (shared) and r1 on d001 (half of it reserved for critical),
-    dispatching ahead as the live product does, batches sent as soon as formed."""
+    batches sent as soon as formed."""
     emb = ModelSpec("emb", "1", "embed", 100, max_batch_size=batch_size, max_batch_tokens=8192)
-    config = CoreConfig(binding=BindingConfig(dispatch_ahead_us=15_000),
+    config = CoreConfig(binding=binding,
                         batching_config=SizeDelayConfig(max_queue_delay_s=0.0))  # fmt: skip
     blueprint = CoreBlueprint(
         devices=tuple(devices(2)), models=(emb,), workflows=(dag_from_dict(single(emb)),),
@@ -48,7 +54,7 @@ def _flood(core: ControlCore, now: float, n: int) -> list[Dispatch]:
 
 
 def test_a_critical_step_takes_back_a_borrowed_step_queued_on_the_reserved_replica():
-    core = _core(1, ("r0", "r1"))
+    core = _core(1, ("r0", "r1"), binding=BOUND_AHEAD)
     first = _flood(core, 0.0, 12)
     running = next(d for d in first if d.replica_id == "r1")  # started: never taken back
     core.step(0.0005)  # the flood binds its next step to r1's queue, borrowing headroom
@@ -68,6 +74,27 @@ def test_a_critical_step_takes_back_a_borrowed_step_queued_on_the_reserved_repli
     _drain(core, 0.003)
     (fin,) = [f for f in core._st.runs.finished if f.request.request_id == borrowed.split("/")[0]]
     assert fin.status == "succeeded"  # requeued, not failed
+
+
+def test_a_critical_step_takes_back_a_borrowed_step_sent_ahead_and_is_sent_ahead_itself():
+    """As live: the flood's next step is sent ahead behind the one r1 runs (borrowed, not
+    started); the critical step takes it back (dropped, requeued under a fresh key, cancelled
+    by the driver) and is sent ahead in its place, behind the started step only."""
+    core = _core(1, ("r0", "r1"))
+    first = _flood(core, 0.0, 12)
+    running = next(d for d in first if d.replica_id == "r1")
+    (ahead,) = [d for d in core.step(0.0005).of_type(Dispatch) if d.replica_id == "r1"]
+    core.submit(_req("vip-1", "vip", "critical"), 0.001)
+    plan = core.step(0.001)
+    (pre,) = plan.of_type(StepPreempted)
+    assert pre.key == ahead.items[0].key and pre.dispatched and pre.new_key.endswith("/2")
+    (crit,) = [d for d in plan.of_type(Dispatch) if d.replica_id == "r1"]
+    assert crit.items[0].request_id == "vip-1"
+    r1 = core._st.cluster.replicas["r1"]
+    assert list(r1.running) == [running.batch_id, crit.batch_id]
+    core.complete(BatchResult(ahead.batch_id, 0, ()), 0.0012)  # its cancellation: ignored
+    _drain(core, 0.003)
+    assert {r.status for r in core._st.runs.finished} == {"succeeded"}
 
 
 def test_a_borrowed_batch_sent_ahead_is_dropped_and_its_steps_requeued_under_fresh_keys():

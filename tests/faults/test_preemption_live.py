@@ -4,7 +4,8 @@ class that lends itself preemptibly (``borrowable`` through ``POST /admin/headro
 
 The overload test's gateway (:func:`tests.faults.overload_server.start`: two CPU workers with
 the tiny embedder, one slot each, ``cpu:1`` reserved), in this process. Eight batch-class
-callers flood; the critical tenant calls in turn meanwhile.
+callers flood; the critical tenant calls in turn meanwhile (again, a few rounds at most, until a
+step was taken back: see the test).
 
 Expected: every call answers 200 (preempted work is requeued, never failed); the flood borrowed
 the reserved device (it billed steps there); steps were taken back for the critical class
@@ -29,6 +30,7 @@ torch.set_num_threads(1)
 pytestmark = [pytest.mark.slow]
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+ROUNDS = 4
 LENT = {**HEADROOM, "name": "critical-headroom-lent", "borrowable": True}
 
 
@@ -63,12 +65,19 @@ def _ledger(url: str) -> list[dict]:
 def test_a_critical_burst_takes_back_borrowed_headroom_and_the_flood_still_completes(gateway):
     url, keys, reserved = gateway["url"], gateway["keys"], gateway["reserved_device"]
     assert gateway["headroom"].startswith("applied"), gateway["headroom"]
-    codes = asyncio.run(_load(url, keys, "f1"))
+    # A step is taken back only if a critical call comes while a borrowed step waits on the
+    # reserved replica, not started (it usually runs at once there): a round of load makes
+    # that likely, not certain, so the load runs again (at most ROUNDS rounds) until it did.
+    codes: list[int] = []
+    for _ in range(ROUNDS):
+        codes += asyncio.run(_load(url, keys, "f1"))
+        taken = _preemptions(url)
+        if taken.get("batch", 0) >= 1:
+            break
     assert set(codes) == {200}, codes  # preempted work is requeued and completes
     steps = steps_by_device(url)
     assert reserved in steps["f1"], steps  # the flood borrowed the reserved device
     assert reserved in steps["vip"], steps  # the critical class ran in its headroom (too)
-    taken = _preemptions(url)
     assert taken.get("batch", 0) >= 1 and "critical" not in taken, taken
 
     requests = _requests(url)
