@@ -78,18 +78,29 @@ def _headroom_ok(
     pol: Policies, cluster: Cluster, queues: Queues, log: ActionLog, rec: ReplicaRecord,
     steps: list[QueuedStep],
 ) -> list[QueuedStep]:  # fmt: skip
-    """Steps allowed on a reserved device by the tenancy half's headroom check, in order."""
+    """Steps allowed on a reserved device by the tenancy half's headroom check, in order.
+
+    The pool is counted as the batch will find it when it starts: a static replica's own
+    running batch is left out (the batch is sent ahead only when that one is about to end,
+    and starts after it), as binding projects it (``headroom_fit.projected_usage``)."""
     if rec.device.device_id not in pol.reserved_devices:
         return steps
     usage = {}
     batches = cluster.batches
+    own = None if rec.model.continuous_batching else rec.replica_id
     for dev_id in sorted(pol.reserved_devices):
         dev = cluster.devices.get(dev_id)
         if dev is None:
             continue
         reps = [cluster.replicas[r] for r in dev.replicas]
         cap = sum(r.model.max_batch_size for r in reps) or 1
-        used = sum(len(batches[b].items) for r in reps for b in r.running if b in batches)
+        used = sum(
+            len(batches[b].items)
+            for r in reps
+            if r.replica_id != own
+            for b in r.running
+            if b in batches
+        )
         usage[dev_id] = PoolUsage(dev_id, cap, used)
     allowed = []
     for s in steps:

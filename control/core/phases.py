@@ -26,14 +26,16 @@ from control.core.events import (
     ReplicaLoadFailed,
 )
 from control.core.fleet import apply_device_up, device_down, fail_replica
+from control.core.headroom_preempt import reclaim_headroom
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
 from control.core.restore import restore_lost
 from control.core.run_bounds import RUN_BOUND, arm_bound, expire
 from control.core.run_stops import cancel, preempt
-from control.core.runs import admit, fail_step, on_item_done
+from control.core.runs import admit, on_item_done
 from control.core.stealer import steal_phase
+from control.core.step_timeouts import time_out
 from control.core.types import BatchResult
 
 
@@ -150,8 +152,8 @@ def fire_timers(
     now: float,
 ) -> None:  # fmt: skip
     """Fire due timers: batching deadlines and dispatch-ahead points mark their replica dirty;
-    a step still in flight at its timeout fails (and may be retried); a run still going at its
-    bound ends ``timed_out`` (``run_bounds``)."""
+    a step still in flight at its timeout is retried at once elsewhere (``step_timeouts``); a
+    run still going at its bound ends ``timed_out`` (``run_bounds``)."""
     heap = timers.heap
     while heap and heap[0][0] <= now:
         _, _, kind, ident = heapq.heappop(heap)
@@ -166,9 +168,7 @@ def fire_timers(
             continue
         step = runs.steps.get(ident)
         if step is not None and step.batch_id is not None:
-            log.counters["steps.timed_out"] += 1
-            why = f"timed out after {step.node.timeout_s} s"
-            fail_step(pol, runs, cluster, queues, log, step, why, now)
+            time_out(pol, runs, cluster, queues, log, step, now)
 
 
 def reclaims(
@@ -206,7 +206,8 @@ def routing(
     pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, ids: Ids,
     log: ActionLog, now: float,
 ) -> None:  # fmt: skip
-    """Route new ready steps (tools to the host), then bind pending work late: takes
+    """Route new ready steps (tools to the host), take borrowed headroom back for the classes
+    it is held for (``headroom_preempt``), then bind pending work late: takes
     ``queues.ready``; steps go to replica queues, pending queues, ``queues.tools`` or
     ``queues.unplaced``, and cold loads may start."""
     ready, queues.ready = queues.ready, []
@@ -217,6 +218,7 @@ def routing(
             queues.tools.append(step)
         else:
             route(pol, catalog, cluster, queues, ids, log, step, now)
+    reclaim_headroom(pol, runs, cluster, queues, log, now)
     bind_pending(pol, catalog, cluster, queues, ids, log, now)
 
 

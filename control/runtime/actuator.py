@@ -13,6 +13,8 @@ must be fetched first) runs as a task that puts its outcome into the driver's in
 * ``Preempt``: its in-flight steps are cancelled on the executor (best effort: steps not yet
   started come back ``cancelled``; running ones finish and their results are ignored by the
   core).
+* ``StepRetried`` under a fresh key (a timeout) and ``StepPreempted`` (borrowed headroom taken
+  back): the abandoned attempt is cancelled, counted and noted on the run (``reissues``).
 * Rollouts: a rollout's loads and evictions are plain ``LoadModel``/``EvictReplica``.
   ``ReplicaRoutable`` and ``DrainReplica`` need nothing on the executor (the core stops routing
   to a draining replica and moves its queue; work in flight finishes; ``EvictReplica`` follows),
@@ -38,6 +40,8 @@ from control.core.actions import (
     ReplicaRoutable,
     RolloutTransition,
     RunFinished,
+    StepPreempted,
+    StepRetried,
 )
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.executor.protocol import Executor, ExecutorError, ModelRef
@@ -46,6 +50,7 @@ from control.runtime import mapping
 from control.runtime.completions import Completions, call_now
 from control.runtime.dispatch import HOST, Dispatcher
 from control.runtime.metrics import RuntimeMetrics
+from control.runtime.reissues import Reissues
 from control.runtime.run_ends import RunEnds
 from control.runtime.state import Ingest, Record, RunState
 
@@ -92,6 +97,7 @@ class Actuator:
                                      put, self.spawn, stream_tokens=stream_tokens, clock=clock)  # fmt: skip
         self.run_ends = RunEnds(executor, completions, runs, self.stores, metrics, self.spawn,
                                 later=later, clock=clock)  # fmt: skip
+        reissues = Reissues(executor, completions, runs, metrics)
         self._apply: dict[type, Callable[[Any, float], None]] = {
             Dispatch: self.dispatcher.dispatch,
             LoadModel: self._load,
@@ -102,6 +108,8 @@ class Actuator:
             ReplicaRoutable: self._routable,
             DrainReplica: self._drain,
             RolloutTransition: self._rollout,
+            StepRetried: reissues.retried,
+            StepPreempted: reissues.preempted,
         }
 
     def _kind_of(self, run_id: str, node_id: str) -> str:
@@ -133,7 +141,7 @@ class Actuator:
     def _carry_out(self, action, now: float) -> None:  # noqa: ANN001
         handler = self._apply.get(type(action))
         if handler is None:
-            return  # MoveStep, StepRetried: bookkeeping inside the core
+            return  # MoveStep: bookkeeping inside the core
         try:
             handler(action, now)
         except Exception:  # one bad action must not stop the loop: log, go on

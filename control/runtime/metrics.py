@@ -101,6 +101,11 @@ class RuntimeMetrics:
             "(shared memory, or Ray's object store across actors and nodes)", ["model"],
             registry=r,
         )  # fmt: skip
+        self.preemptions = Counter(
+            "legato_preemptions", "Steps taken back from borrowed headroom and requeued, by "
+            "the priority class and tenant of the preempted work", ["priority_class", "tenant"],
+            registry=r,
+        )  # fmt: skip
         self.breaker_changes = Counter(
             "legato_breaker_changes", "Replica circuit breakers that changed state", ["state"],
             registry=r,
@@ -140,6 +145,9 @@ class RuntimeMetrics:
 
     def breaker(self, state: str) -> None:
         self.breaker_changes.labels(state).inc()
+
+    def preempted(self, priority_class: str, tenant: str) -> None:
+        self.preemptions.labels(priority_class, tenant).inc()
 
     def worker_down(self, device: str) -> None:
         self.workers_down.labels(device).inc()

@@ -5,7 +5,7 @@ Every action is a frozen value (``control.core.values``) with a ``reason`` a per
 the phase each came from. By what they act on:
 
 - ``work``: ``Dispatch`` (a batch of ``BatchItem``s with their ``InputBinding``s), ``MoveStep``,
-  ``StepRetried``;
+  ``StepRetried``, ``StepPreempted``;
 - ``runs``: ``Reject``, ``Preempt``, ``RunFinished``;
 - ``fleet``: ``LoadModel``, ``EvictReplica``, ``DrainReplica``, ``ReplicaRoutable``,
   ``RolloutTransition``;
@@ -30,4 +30,5 @@ from control.core.actions.work import BatchItem as BatchItem
 from control.core.actions.work import Dispatch as Dispatch
 from control.core.actions.work import InputBinding as InputBinding
 from control.core.actions.work import MoveStep as MoveStep
+from control.core.actions.work import StepPreempted as StepPreempted
 from control.core.actions.work import StepRetried as StepRetried

@@ -13,7 +13,7 @@ from control.core.actions.fleet import (
     RolloutTransition,
 )
 from control.core.actions.runs import Preempt, Reject, RunFinished
-from control.core.actions.work import Dispatch, MoveStep, StepRetried
+from control.core.actions.work import Dispatch, MoveStep, StepPreempted, StepRetried
 from control.core.values import value
 
 Action = (
@@ -24,6 +24,7 @@ Action = (
     | EvictReplica
     | MoveStep
     | StepRetried
+    | StepPreempted
     | RunFinished
     | ReplicaRoutable
     | DrainReplica
