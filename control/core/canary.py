@@ -3,15 +3,15 @@ judged against it step by step, and is rolled back automatically when it does wo
 
 A canary (``CanaryChanged``) sends ``fraction_ppm`` (parts per million) of the runs whose nodes
 name the baseline model key to the canary key (another version of the model). The variant of a
-run is a stable hash of its request id (:func:`~control.core.lifecycle.pick_canary`), so every node and retry of a run, and a
-client's retry under the same id, use one version. A step that fails on the canary is retried
+run is a stable hash of its request id (:func:`~control.core.lifecycle.pick_canary`), so every
+node and retry of a run, and a client's retry under the same id, use one version. A step that fails on the canary is retried
 on the baseline (:func:`on_result`: a loss, not one of the node's retries) and its run stays off
 the canary, so a failing canary costs latency, never a request.
 
 Every finished step of either variant is observed (ok or not, dispatch-to-completion latency);
 the ``placement`` phase judges each running canary (:func:`judge`,
 :func:`~control.core.canary_stats.verdict`): a canary worse than the baseline by more than the
-configured margins is rolled back: its fraction goes to 0, its waiting steps are routed again
+configured margins, or one whose replica failed to load, is rolled back: its fraction goes to 0, its waiting steps are routed again
 (to the baseline) and its replicas drain (no new work, evicted once idle). Each change is a
 ``CanaryTransition`` carrying its reason and figures.
 """
@@ -45,7 +45,7 @@ class Canary:
     ended, for the snapshot). ``draining``: its replicas waiting to go idle to be evicted."""
 
     __slots__ = ("model_key", "canary_key", "fraction_ppm", "state", "reason", "changed_at",
-                 "baseline", "canary", "draining")  # fmt: skip
+                 "baseline", "canary", "draining", "load_error")  # fmt: skip
 
     def __init__(self, ev: CanaryChanged, window: int, now: float) -> None:
         self.model_key, self.canary_key = ev.model_key, ev.canary_key
@@ -54,6 +54,7 @@ class Canary:
         self.baseline = VariantStats(ev.model_key, window)
         self.canary = VariantStats(ev.canary_key, window)
         self.draining: set[str] = set()
+        self.load_error: str | None = None  # a load of the canary failed: roll it back
 
     def figures(self) -> tuple[tuple[str, float], ...]:
         """The verdict's inputs, for the audit trail."""
@@ -128,6 +129,15 @@ def on_result(catalog: Catalog, step: QueuedStep, ok: bool, now: float) -> bool:
     return False
 
 
+def on_load_failed(catalog: Catalog, cluster: Cluster, replica_id: str, error: str) -> None:
+    """A replica failed to load: when it is a running canary's, the canary is rolled back at
+    the next judgement (a version that cannot load cannot serve its fraction)."""
+    rec = cluster.replicas.get(replica_id)
+    for c in catalog.canaries.values():
+        if rec is not None and c.state == RUNNING and rec.model.key == c.canary_key:
+            c.load_error = error
+
+
 def judge(
     pol: Policies, catalog: Catalog, cluster: Cluster, queues: Queues, log: ActionLog,
     now: float,
@@ -138,6 +148,8 @@ def judge(
         c = catalog.canaries[base]
         if c.state == RUNNING:
             why = verdict(cfg, c.baseline, c.canary)
+            if c.load_error is not None:
+                why = f"load failed: {c.load_error}"
             if why is not None:
                 log.counters["canary.rolled_back"] += 1
                 _withdraw(pol, cluster, queues, log, c, ROLLED_BACK, f"canary {why}", now)
@@ -153,8 +165,8 @@ def _withdraw(
     pol: Policies, cluster: Cluster, queues: Queues, log: ActionLog, c: Canary, to: str,
     reason: str, now: float,
 ) -> None:  # fmt: skip
-    """Fraction to 0; the canary's waiting steps are routed again (to the baseline: ``pick_canary``);
-    its replicas drain, the idle ones are evicted at once."""
+    """Fraction to 0; the canary's waiting steps are routed again (to the baseline, see
+    ``pick_canary``); its replicas drain, the idle ones are evicted at once."""
     log.emit(CanaryTransition(c.model_key, c.canary_key, c.state, to, 0, reason, c.figures()))
     c.state, c.fraction_ppm, c.reason, c.changed_at = to, 0, reason, now
     pending = queues.pending.get(c.canary_key)

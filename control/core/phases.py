@@ -96,8 +96,8 @@ def admission(
 
 
 def completions(
-    pol: Policies, catalog: Catalog, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers,
-    log: ActionLog, now: float,
+    pol: Policies, catalog: Catalog, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues,
+    timers: Timers, log: ActionLog, now: float,
 ) -> None:  # fmt: skip
     """Apply deferred fleet events (lost replicas: their steps are routed again or retried),
     then finished batches (their replicas free up, their steps advance): takes
@@ -113,6 +113,8 @@ def completions(
         elif isinstance(ev, CancelRun):
             cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
+            if catalog.canaries:
+                canary.on_load_failed(catalog, cluster, ev.replica_id, ev.error)
             why = f"load failed: {ev.error}"
             fail_replica(pol, runs, cluster, queues, log, ev.replica_id, why, now)
         else:
@@ -124,8 +126,8 @@ def completions(
 
 
 def batch_done(
-    pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers, log: ActionLog,
-    result: BatchResult, now: float,
+    pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers,
+    log: ActionLog, result: BatchResult, now: float,
 ) -> None:  # fmt: skip
     """Free the batch's replica and advance (or retry) each of its live steps; a step that
     failed on a canary is retried on the baseline (``canary.on_result``)."""
@@ -193,8 +195,8 @@ def placement(
     pol: Policies, catalog: Catalog, inbox: Inbox, cluster: Cluster, queues: Queues,
     rollouts: Rollouts, timers: Timers, ids: Ids, log: ActionLog, now: float,
 ) -> None:  # fmt: skip
-    """Start or roll back rollouts and set canaries (takes ``inbox.placement_events``), advance the active one
-    (loads, drains and moves in ``cluster`` and ``queues``; splits in ``catalog`` when it
+    """Start or roll back rollouts and set canaries (takes ``inbox.placement_events``), advance
+    the active rollout (loads, drains and moves in ``cluster`` and ``queues``; splits in ``catalog`` when it
     completes), scale idle models to zero (``timers.idle_check_at``: the next check)."""
     events, inbox.placement_events = inbox.placement_events, []
     for ev in events:

@@ -184,3 +184,13 @@ def test_config_refuses_bad_margins() -> None:
         CanaryConfig(error_margin=-0.1)
     with pytest.raises(ValueError, match="window"):
         CanaryConfig(min_samples=50, window=10)
+
+
+def test_a_canary_that_cannot_load_is_rolled_back() -> None:
+    fail = lambda a: "config is broken" if a.model_key == EMBED2.key else None  # noqa: E731
+    core, driver = world(fail_load=fail)
+    driver.schedule(0.0, CanaryChanged(EMBED.key, EMBED2.key, PPM // 2))
+    log = driver.run(stream(100, 0.01))
+    assert Counter(a.status for _, a in log if isinstance(a, RunFinished)) == {"succeeded": 100}
+    assert canary_states(log) == ["running", "rolled_back"]
+    assert "load failed: config is broken" in core.snapshot().canaries[EMBED.key].reason
