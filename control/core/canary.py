@@ -2,7 +2,8 @@
 judged against it step by step, and is rolled back automatically when it does worse.
 
 A canary (``CanaryChanged``) sends ``fraction_ppm`` (parts per million) of the runs whose nodes
-name the baseline model key to the canary key (another version of the model). The variant of a
+name the baseline model key to the canary key (another version of the model), once a replica
+of it is loaded (it is loaded as the canary starts; until then the baseline serves them all). The variant of a
 run is a stable hash of its request id (:func:`~control.core.lifecycle.pick_canary`), so every
 node and retry of a run, and a client's retry under the same id, use one version. A step that fails on the canary is retried
 on the baseline (:func:`on_result`: a loss, not one of the node's retries) and its run stays off
@@ -11,7 +12,7 @@ the canary, so a failing canary costs latency, never a request.
 Every finished step of either variant is observed (ok or not, dispatch-to-completion latency);
 the ``placement`` phase judges each running canary (:func:`judge`,
 :func:`~control.core.canary_stats.verdict`): a canary worse than the baseline by more than the
-configured margins, or one whose replica failed to load, is rolled back: its fraction goes to 0, its waiting steps are routed again
+configured margins, or one whose replica failed to load or opened its breaker, is rolled back: its fraction goes to 0, its waiting steps are routed again
 (to the baseline) and its replicas drain (no new work, evicted once idle). Each change is a
 ``CanaryTransition`` carrying its reason and figures.
 """
@@ -45,7 +46,7 @@ class Canary:
     ended, for the snapshot). ``draining``: its replicas waiting to go idle to be evicted."""
 
     __slots__ = ("model_key", "canary_key", "fraction_ppm", "state", "reason", "changed_at",
-                 "baseline", "canary", "draining", "load_error")  # fmt: skip
+                 "baseline", "canary", "draining", "broken")  # fmt: skip
 
     def __init__(self, ev: CanaryChanged, window: int, now: float) -> None:
         self.model_key, self.canary_key = ev.model_key, ev.canary_key
@@ -54,7 +55,7 @@ class Canary:
         self.baseline = VariantStats(ev.model_key, window)
         self.canary = VariantStats(ev.canary_key, window)
         self.draining: set[str] = set()
-        self.load_error: str | None = None  # a load of the canary failed: roll it back
+        self.broken: str | None = None  # why it cannot serve (failed load, open breaker)
 
     def figures(self) -> tuple[tuple[str, float], ...]:
         """The verdict's inputs, for the audit trail."""
@@ -129,13 +130,15 @@ def on_result(catalog: Catalog, step: QueuedStep, ok: bool, now: float) -> bool:
     return False
 
 
-def on_load_failed(catalog: Catalog, cluster: Cluster, replica_id: str, error: str) -> None:
-    """A replica failed to load: when it is a running canary's, the canary is rolled back at
-    the next judgement (a version that cannot load cannot serve its fraction)."""
+def on_broken(catalog: Catalog, cluster: Cluster, replica_id: str, why: str) -> None:
+    """A replica failed to load, or its breaker opened (batches failed in a row for reasons of
+    its own): when it is a running canary's, the canary is rolled back at the next judgement.
+    A version that cannot load or keeps failing cannot serve its fraction, and an open breaker
+    would starve the verdict of samples (the canary takes no traffic while it is open)."""
     rec = cluster.replicas.get(replica_id)
     for c in catalog.canaries.values():
         if rec is not None and c.state == RUNNING and rec.model.key == c.canary_key:
-            c.load_error = error
+            c.broken = why
 
 
 def judge(
@@ -148,8 +151,8 @@ def judge(
         c = catalog.canaries[base]
         if c.state == RUNNING:
             why = verdict(cfg, c.baseline, c.canary)
-            if c.load_error is not None:
-                why = f"load failed: {c.load_error}"
+            if c.broken is not None:
+                why = c.broken
             if why is not None:
                 log.counters["canary.rolled_back"] += 1
                 _withdraw(pol, cluster, queues, log, c, ROLLED_BACK, f"canary {why}", now)

@@ -71,10 +71,12 @@ def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
     return split[-1][0]
 
 
-def pick_canary(catalog: Catalog, step: QueuedStep) -> str | None:
+def pick_canary(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
     """The model key for a step whose node names a model with a canary: the canary for the
-    runs its fraction covers (stable per request id), else the baseline (also for a run that
-    failed on the canary once: ``off_canary``). None: the node's model has no canary."""
+    runs its fraction covers (stable per request id), else the baseline. The baseline also
+    serves a run that failed on the canary once (``off_canary``) and every run while no
+    replica of the canary is loaded and routable (loading, its breaker open): the canary
+    takes traffic only when it can serve it. None: the node's model has no canary."""
     base = step.node.model or ""
     c = catalog.canaries.get(base)
     if c is None:
@@ -82,4 +84,8 @@ def pick_canary(catalog: Catalog, step: QueuedStep) -> str | None:
     if c.state != RUNNING or step.run.off_canary:
         return base
     point = zlib.crc32(step.run.request.request_id.encode()) % PPM
-    return c.canary_key if point < c.fraction_ppm else base
+    if point >= c.fraction_ppm:
+        return base
+    ready = any(r.routable and r.state == ReplicaState.READY
+                for r in cluster.by_model.get(c.canary_key, {}).values())  # fmt: skip
+    return c.canary_key if ready else base

@@ -109,13 +109,16 @@ def completions(
         elif isinstance(ev, DeviceUp):  # it came back after a Down of this same step
             apply_device_up(cluster, ev.device)
         elif isinstance(ev, ReplicaBreakerChanged):
+            if ev.open and catalog.canaries:
+                why = f"breaker of {ev.replica_id} opened: {ev.reason or 'repeated failures'}"
+                canary.on_broken(catalog, cluster, ev.replica_id, why)
             breaker_changed(pol, cluster, queues, timers, log, ev, now)
         elif isinstance(ev, CancelRun):
             cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
-            if catalog.canaries:
-                canary.on_load_failed(catalog, cluster, ev.replica_id, ev.error)
             why = f"load failed: {ev.error}"
+            if catalog.canaries:
+                canary.on_broken(catalog, cluster, ev.replica_id, why)
             fail_replica(pol, runs, cluster, queues, log, ev.replica_id, why, now)
         else:
             rid: str = ev.replica_id  # type: ignore[attr-defined]

@@ -92,7 +92,7 @@ def route(
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
     if catalog.canaries:
-        step.model_key = pick_canary(catalog, step) or step.model_key
+        step.model_key = pick_canary(catalog, cluster, step) or step.model_key
     if catalog.splits:
         step.model_key = pick_variant(catalog, step)
     model = catalog.models[step.model_key or ""]

@@ -13,7 +13,7 @@ from control.core.actions import CanaryTransition, Dispatch, EvictReplica, LoadM
 from control.core.canary_stats import PPM, CanaryConfig, VariantStats, verdict
 from control.core.context import CoreConfig
 from control.core.errors import InvalidCanaryError, UnknownModelError
-from control.core.events import CanaryChanged
+from control.core.events import CanaryChanged, ReplicaBreakerChanged
 from control.core.types import BatchResult, ModelSpec, Request
 from tests.core.fakes import FcfsTenancy
 from tests.support.builders import EMBED, MODELS, devices, latency, make_core, single
@@ -194,3 +194,22 @@ def test_a_canary_that_cannot_load_is_rolled_back() -> None:
     assert Counter(a.status for _, a in log if isinstance(a, RunFinished)) == {"succeeded": 100}
     assert canary_states(log) == ["running", "rolled_back"]
     assert "load failed: config is broken" in core.snapshot().canaries[EMBED.key].reason
+
+
+def test_a_canary_whose_breaker_opens_is_rolled_back() -> None:
+    core, driver = world()
+
+    def on_step(now: float, plan) -> None:  # noqa: ANN001
+        for a in plan.actions:
+            if isinstance(a, LoadModel) and a.model_key == EMBED2.key:
+                opened = ReplicaBreakerChanged(a.replica_id, True, 5.0, "3 batches failed")
+                driver.schedule(now + 2.0, opened)
+
+    driver.on_step = on_step
+    driver.schedule(0.0, CanaryChanged(EMBED.key, EMBED2.key, PPM // 2))
+    log = driver.run(stream(300, 0.01))
+    assert Counter(a.status for _, a in log if isinstance(a, RunFinished)) == {"succeeded": 300}
+    assert canary_states(log) == ["running", "rolled_back"]
+    view = core.snapshot().canaries[EMBED.key]
+    assert "breaker of" in view.reason and "3 batches failed" in view.reason
+    assert view.canary.errors == 0  # the open breaker alone is the verdict
