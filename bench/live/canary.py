@@ -16,7 +16,10 @@ variant, error margin 5 points, p99 margin 100%) while ``CONCURRENCY`` clients c
 - ``requests_affected``: client calls whose step ran on the canary (each failed there and was
   retried on the baseline); ``requests_total`` and ``requests_failed`` (non-200 answers: the
   goal is 0) over the whole run; ``canary_replica_unloaded``: the canary's replica is gone;
-- ``p50_ms`` / ``p99_ms`` of the client calls while the canary ran and after its rollback.
+- ``p50_ms`` / ``p99_ms`` of the client calls while the canary ran and after its rollback;
+- ``healthy_canary_kept``: a second gateway whose version 2 is a healthy copy of version 1
+  (same model, same load, ``HEALTHY_S`` seconds) keeps its canary running (no false rollback),
+  with ``healthy_canary_share`` of the steps (the goal is ``FRACTION``) and its verdict figures.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ FRACTION = 0.2
 CONCURRENCY = 8
 AFTER_S = 3.0  # traffic kept going after the rollback, to see it back on the baseline
 LIMIT_S = 60.0
+HEALTHY_S = 30.0
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -116,14 +120,44 @@ async def _run(url: str, key: str) -> dict[str, Any]:
     }
 
 
+async def _healthy(url: str, key: str) -> dict[str, Any]:
+    """A healthy canary under the same load for ``HEALTHY_S``: kept, and its share."""
+    calls: list[tuple[float, float, int]] = []
+    stop = asyncio.Event()
+    async with httpx.AsyncClient(base_url=url, timeout=90,
+                                 limits=httpx.Limits(max_connections=32)) as client:  # fmt: skip
+        loops = [asyncio.create_task(_client_loop(client, key, stop, calls, w))
+                 for w in range(CONCURRENCY)]  # fmt: skip
+        r = await client.put("/admin/models/tiny-embed/canary", headers=ADMIN,
+                             json={"version": "2", "fraction": FRACTION})  # fmt: skip
+        assert r.status_code == 200, r.text
+        await asyncio.sleep(HEALTHY_S)
+        state = (await client.get("/admin/models/tiny-embed/canary", headers=ADMIN)).json()
+        stop.set()
+        await asyncio.gather(*loops)
+    canary, baseline = state["canary"], state["baseline"]
+    ms = lambda s: None if s is None else round(s * 1000, 2)  # noqa: E731
+    return {
+        "healthy_canary_kept": state["state"] == "running",
+        "healthy_canary_share": round(
+            canary["requests"] / max(1, canary["requests"] + baseline["requests"]), 3
+        ),
+        "healthy_p99_ms": {"canary": ms(canary["p99_s"]), "baseline": ms(baseline["p99_s"])},
+        "healthy_requests_failed": sum(1 for *_, status in calls if status != 200),
+    }
+
+
 def measure() -> dict[str, Any]:
-    """Run the scenario once (about half a minute here); returns the figures above."""
+    """Run both scenarios once (about a minute and a half here); returns the figures above."""
     with tempfile.TemporaryDirectory(prefix="bench-canary-") as tmp:
         root = Path(tmp)
         template = root / "template.db"
         migrate.upgrade(f"sqlite:///{template}")
-        with canary_gateway(root / "world", template, TOKEN, CanaryConfig()) as gw:
-            return asyncio.run(_run(gw.url, gw.tenant_key))
+        with canary_gateway(root / "failing", template, TOKEN, CanaryConfig()) as gw:
+            out = asyncio.run(_run(gw.url, gw.tenant_key))
+        with canary_gateway(root / "healthy", template, TOKEN, CanaryConfig(), healthy=True) as gw:
+            out.update(asyncio.run(_healthy(gw.url, gw.tenant_key)))
+        return out
 
 
 if __name__ == "__main__":

@@ -88,6 +88,12 @@ class GatewaySettings(BaseSettings):
         description="A canary is rolled back automatically when its p99 step latency exceeds "
         "its baseline's by more than this fraction of it (1.0: more than twice the baseline).",
     )
+    canary_p99_min_delta_s: float = Field(
+        0.05,
+        ge=0,
+        description="...and only when the canary's p99 exceeds the baseline's by at least this "
+        "many seconds (tail latency over a few hundred steps is noisy).",
+    )
     canary_min_samples: int = Field(
         20,
         ge=1,

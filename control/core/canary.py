@@ -9,7 +9,8 @@ node and retry of a run, and a client's retry under the same id, use one version
 on the baseline (:func:`on_result`: a loss, not one of the node's retries) and its run stays off
 the canary, so a failing canary costs latency, never a request.
 
-Every finished step of either variant is observed (ok or not, dispatch-to-completion latency);
+Every finished step of either variant is observed (ok or not, dispatch-to-completion latency;
+the baseline's judged window holds only its control cohort, see :mod:`control.core.canary_stats`);
 the ``placement`` phase judges each running canary (:func:`judge`,
 :func:`~control.core.canary_stats.verdict`): a canary worse than the baseline by more than the
 configured margins, or one whose replica failed to load or opened its breaker, is rolled back: its fraction goes to 0, its waiting steps are routed again
@@ -29,6 +30,8 @@ from control.core.canary_stats import (
     CanaryView,
     VariantStats,
     VariantView,
+    hash_point,
+    in_control,
     verdict,
 )
 from control.core.cluster import Cluster
@@ -46,7 +49,7 @@ class Canary:
     ended, for the snapshot). ``draining``: its replicas waiting to go idle to be evicted."""
 
     __slots__ = ("model_key", "canary_key", "fraction_ppm", "state", "reason", "changed_at",
-                 "baseline", "canary", "draining", "broken")  # fmt: skip
+                 "baseline", "canary", "draining", "broken", "fresh")  # fmt: skip
 
     def __init__(self, ev: CanaryChanged, window: int, now: float) -> None:
         self.model_key, self.canary_key = ev.model_key, ev.canary_key
@@ -56,6 +59,7 @@ class Canary:
         self.canary = VariantStats(ev.canary_key, window)
         self.draining: set[str] = set()
         self.broken: str | None = None  # why it cannot serve (failed load, open breaker)
+        self.fresh = False  # outcomes observed since the last verdict
 
     def figures(self) -> tuple[tuple[str, float], ...]:
         """The verdict's inputs, for the audit trail."""
@@ -122,11 +126,16 @@ def on_result(catalog: Catalog, step: QueuedStep, ok: bool, now: float) -> bool:
     latency = now - step.dispatched_at if step.dispatched_at is not None else 0.0
     if step.model_key == c.canary_key:
         c.canary.observe(ok, latency)
+        c.fresh = True
         if not ok:
             step.run.off_canary = True
             return True
     elif step.model_key == c.model_key:
-        c.baseline.observe(ok, latency)
+        point = hash_point(step.run.request.request_id)
+        c.baseline.observe(ok, latency, in_control(point, c.fraction_ppm))
+    else:
+        return False
+    c.fresh = True
     return False
 
 
@@ -149,7 +158,8 @@ def judge(
     cfg: CanaryConfig = pol.config.canary
     for base in sorted(catalog.canaries):
         c = catalog.canaries[base]
-        if c.state == RUNNING:
+        if c.state == RUNNING and (c.fresh or c.broken is not None):
+            c.fresh = False
             why = verdict(cfg, c.baseline, c.canary)
             if c.broken is not None:
                 why = c.broken

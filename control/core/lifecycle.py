@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import zlib
 
-from control.core.canary_stats import PPM, RUNNING
+from control.core.canary_stats import RUNNING, hash_point
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.loads import evict
@@ -83,8 +83,7 @@ def pick_canary(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | N
         return None
     if c.state != RUNNING or step.run.off_canary:
         return base
-    point = zlib.crc32(step.run.request.request_id.encode()) % PPM
-    if point >= c.fraction_ppm:
+    if hash_point(step.run.request.request_id) >= c.fraction_ppm:
         return base
     ready = any(r.routable and r.state == ReplicaState.READY
                 for r in cluster.by_model.get(c.canary_key, {}).values())  # fmt: skip

@@ -131,6 +131,7 @@ def live_options(gateway: GatewaySettings) -> LiveOptions:
     canary = CanaryConfig(
         error_margin=gateway.canary_error_margin,
         p99_margin=gateway.canary_p99_margin,
+        p99_min_delta_s=gateway.canary_p99_min_delta_s,
         min_samples=gateway.canary_min_samples,
         window=max(gateway.canary_window, gateway.canary_min_samples),
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from control.core.actions import CanaryTransition, Dispatch, EvictReplica, LoadModel, RunFinished
-from control.core.canary_stats import PPM, CanaryConfig, VariantStats, verdict
+from control.core.canary_stats import PPM, CanaryConfig, VariantStats, in_control, verdict
 from control.core.context import CoreConfig
 from control.core.errors import InvalidCanaryError, UnknownModelError
 from control.core.events import CanaryChanged, ReplicaBreakerChanged
@@ -114,13 +114,15 @@ def test_failing_canary_is_rolled_back_and_no_request_is_lost() -> None:
     assert not [r for r in core.snapshot().replicas if r.model_key == EMBED2.key]
 
 
-def test_slow_canary_is_rolled_back_on_p99() -> None:
-    _, driver = world(slow=5)
+@pytest.mark.parametrize(("min_delta_s", "states"),
+                         [(0.0, ["running", "rolled_back"]), (0.05, ["running"])])  # fmt: skip
+def test_slow_canary_is_rolled_back_on_p99_past_the_minimum_delta(min_delta_s, states) -> None:  # noqa: ANN001
+    _, driver = world(replace(FAST, p99_min_delta_s=min_delta_s), slow=5)
     driver.schedule(0.0, CanaryChanged(EMBED.key, EMBED2.key, PPM // 2))
     log = driver.run(stream(300, 0.02))
-    assert canary_states(log) == ["running", "rolled_back"]
+    assert canary_states(log) == states  # 5x slower, but a few ms: under a 50 ms minimum
     back = [a for _, a in log if isinstance(a, CanaryTransition)][-1]
-    assert back.reason.startswith("canary p99")
+    assert back.reason.startswith("canary p99") == (len(states) == 2)
 
 
 def test_operator_ends_a_canary_and_its_replica_goes() -> None:
@@ -169,7 +171,9 @@ def _stats(key: str, outcomes: list[tuple[bool, float]]) -> VariantStats:
         ([(True, 0.01)] * 20, [(True, 0.01)] * 19 + [(False, 0.01)], None),  # 5%: within 5%
         ([(True, 0.01)] * 20, [(True, 0.01)] * 18 + [(False, 0.01)] * 2, "error rate"),
         ([(True, 0.01)] * 20, [(True, 0.019)] * 20, None),  # p99 within +100%
-        ([(True, 0.01)] * 20, [(True, 0.021)] * 20, "p99"),
+        ([(True, 0.1)] * 20, [(True, 0.21)] * 20, "p99"),
+        ([(True, 0.01)] * 20, [(True, 0.059)] * 20, None),  # +490% but under 50 ms more
+        ([(True, 0.01)] * 20, [(True, 0.061)] * 20, "p99"),
         ([(False, 0.01)] * 20, [(False, 0.01)] * 20, None),  # no worse than the baseline
     ],
 )
@@ -213,3 +217,14 @@ def test_a_canary_whose_breaker_opens_is_rolled_back() -> None:
     view = core.snapshot().canaries[EMBED.key]
     assert "breaker of" in view.reason and "3 batches failed" in view.reason
     assert view.canary.errors == 0  # the open breaker alone is the verdict
+
+
+def test_the_baseline_is_judged_on_a_control_cohort_as_large_as_the_canary() -> None:
+    core, driver = world(CanaryConfig(min_samples=10, window=1000))
+    driver.schedule(0.0, CanaryChanged(EMBED.key, EMBED2.key, PPM // 5))
+    driver.run(stream(1000, 0.004))
+    view = core.snapshot().canaries[EMBED.key]
+    assert view.baseline.requests > 3 * view.canary.requests  # every baseline step counted
+    assert abs(view.baseline.samples - view.canary.samples) < 0.3 * view.canary.samples
+    assert [in_control(p, 200) for p in (199, 200, 399, 400)] == [False, True, True, False]
+    assert in_control(PPM - 1, PPM // 2 + 1) and not in_control(0, PPM)

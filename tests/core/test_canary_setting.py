@@ -8,7 +8,7 @@ from control.api.settings import GatewaySettings
 from control.wiring.gateway import live_options
 
 NAMES = ("LEGATO_CANARY_ERROR_MARGIN", "LEGATO_CANARY_P99_MARGIN", "LEGATO_CANARY_MIN_SAMPLES",
-         "LEGATO_CANARY_WINDOW")  # fmt: skip
+         "LEGATO_CANARY_WINDOW", "LEGATO_CANARY_P99_MIN_DELTA_S")  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -21,12 +21,14 @@ def test_defaults_and_settings_reach_the_core_config(monkeypatch):
     core = live_options(GatewaySettings(_env_file=None)).core_config
     assert (core.canary.error_margin, core.canary.p99_margin) == (0.05, 1.0)
     assert (core.canary.min_samples, core.canary.window) == (20, 200)
-    for name, value in zip(NAMES, ("0.1", "0.5", "50", "10"), strict=True):
+    assert core.canary.p99_min_delta_s == 0.05
+    for name, value in zip(NAMES, ("0.1", "0.5", "50", "10", "0.2"), strict=True):
         monkeypatch.setenv(name, value)
     core = live_options(GatewaySettings(_env_file=None)).core_config
     assert (core.canary.error_margin, core.canary.p99_margin) == (0.1, 0.5)
     # a window below the sample count is raised to it (every judged sample is kept)
     assert (core.canary.min_samples, core.canary.window) == (50, 50)
+    assert core.canary.p99_min_delta_s == 0.2
     assert core.batching_config.max_queue_delay_s == 0.0  # still the serving configuration
 
 

@@ -78,15 +78,18 @@ class CanaryGateway:
 
 @contextmanager
 def canary_gateway(
-    root: Path, template: Path, admin_token: str, canary: CanaryConfig
+    root: Path, template: Path, admin_token: str, canary: CanaryConfig, healthy: bool = False
 ) -> Iterator[CanaryGateway]:
     """The served gateway (the baseline loaded on cpu:0, the canary version registered but not
-    loaded); stopped on exit. The worker finds the broken folder through
+    loaded; ``healthy``: the canary is the baseline's own model, not the broken copy); stopped
+    on exit. The worker finds the broken folder through
     ``LEGATO_MODEL_SOURCE_ROOTS`` (set for the worker process it spawns, restored after)."""
     world = live_world(root, template, archs=("bert",))
     broken = broken_version(world.cache, root)
     refs = {BASELINE: ModelRef(BASELINE, "embed", "tiny", "bert"),
             CANARY: ModelRef(CANARY, "embed", "hf", str(broken))}  # fmt: skip
+    if healthy:
+        refs[CANARY] = ModelRef(CANARY, "embed", "tiny", "bert")
     key = _seed(world.services)
     before = os.environ.get("LEGATO_MODEL_SOURCE_ROOTS")
     os.environ["LEGATO_MODEL_SOURCE_ROOTS"] = str(root)
