@@ -3,18 +3,20 @@ judged against it step by step, and is rolled back automatically when it does wo
 
 A canary (``CanaryChanged``) sends ``fraction_ppm`` (parts per million) of the runs whose nodes
 name the baseline model key to the canary key (another version of the model), once a replica
-of it is loaded (it is loaded as the canary starts; until then the baseline serves them all). The variant of a
-run is a stable hash of its request id (:func:`~control.core.lifecycle.pick_canary`), so every
-node and retry of a run, and a client's retry under the same id, use one version. A step that fails on the canary is retried
-on the baseline (:func:`on_result`: a loss, not one of the node's retries) and its run stays off
-the canary, so a failing canary costs latency, never a request.
+of it is loaded (it is loaded as the canary starts; until then the baseline serves them all).
+The variant of a run is a stable hash of its request id
+(:func:`~control.core.lifecycle.pick_canary`), so every node and retry of a run, and a
+client's retry under the same id, use one version. A step that fails on the canary is retried
+on the baseline (:func:`on_result`: a loss, not one of the node's retries) and its run stays
+off the canary, so a failing canary costs latency, never a request.
 
 Every finished step of either variant is observed (ok or not, dispatch-to-completion latency;
-the baseline's judged window holds only its control cohort, see :mod:`control.core.canary_stats`);
-the ``placement`` phase judges each running canary (:func:`judge`,
-:func:`~control.core.canary_stats.verdict`): a canary worse than the baseline by more than the
-configured margins, or one whose replica failed to load or opened its breaker, is rolled back: its fraction goes to 0, its waiting steps are routed again
-(to the baseline) and its replicas drain (no new work, evicted once idle). Each change is a
+the baseline's judged window holds only its control cohort, see
+:mod:`control.core.canary_stats`); the ``placement`` phase judges each running canary
+(:func:`judge`, :func:`~control.core.canary_stats.verdict`): a canary worse than the baseline
+by more than the configured margins, or one whose replica failed to load or opened its
+breaker, is rolled back: its fraction goes to 0, its waiting steps are routed again (to the
+baseline) and its replicas drain (no new work, evicted once idle). Each change is a
 ``CanaryTransition`` carrying its reason and figures.
 """
 
