@@ -14,6 +14,7 @@ from typing import Any
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
+from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
 from control.core.cluster import Cluster
 from control.core.latency import LatencyModel
@@ -97,6 +98,12 @@ class CoreConfig:
             "killing its worker cannot loop"
         },
     )
+
+    canary: CanaryConfig = field(
+        default_factory=CanaryConfig,
+        metadata={"help": "when a canary version is rolled back automatically (margins over "
+                          "the baseline's error rate and p99, samples needed)"},
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if not self.request_ids_kept_s > 0:

@@ -18,7 +18,7 @@ import heapq
 import random
 from collections.abc import Callable, Iterable
 
-from control.core import rollout
+from control.core import canary, rollout
 from control.core.actions import PhaseView, StepPlan
 from control.core.batching.registry import make_batching
 from control.core.breakers import PROBE
@@ -34,6 +34,7 @@ from control.core.errors import (
     UnknownWorkflowError,
 )
 from control.core.events import (
+    CanaryChanged,
     CancelRun,
     DeviceDown,
     DeviceUp,
@@ -96,6 +97,7 @@ class ControlCore:
             ReplicaBreakerChanged: self._defer,
             PlacementChanged: self._on_placement,
             RollbackRequested: lambda e, now: st.inbox.placement_events.append(e),
+            CanaryChanged: self._on_canary,
         }
 
     # ----- recording (no decisions)
@@ -241,6 +243,11 @@ class ControlCore:
         st = self._st
         rollout.check_placements(st.catalog, st.cluster, ev.placements, ev.splits)  # misuse raises
         st.inbox.placement_events.append(ev)
+
+    def _on_canary(self, event: object, now: float) -> None:
+        ev: CanaryChanged = event  # type: ignore[assignment]
+        canary.check(self._st.catalog, ev)  # misuse raises, naming the bad part
+        self._st.inbox.placement_events.append(ev)
 
     def _on_tenancy(self, event: object, now: float) -> None:
         config = event.config  # type: ignore[attr-defined]

@@ -104,6 +104,18 @@ class RollbackRequested:
 
 
 @dataclass(frozen=True)
+class CanaryChanged:
+    """Send ``fraction_ppm`` (parts per million) of the runs whose nodes name ``model_key`` to
+    ``canary_key`` instead (another version of the model), judged against the baseline and
+    rolled back automatically (:mod:`control.core.canary`); 0 ends the canary."""
+
+    model_key: str
+    canary_key: str
+    fraction_ppm: int
+    reason: str = "operator set a canary"
+
+
+@dataclass(frozen=True)
 class CancelRun:
     """The run's caller (its tenant or an admin) cancels it. Applied at the next step (after
     admission, before finished batches): the run ends ``cancelled`` (``run_stops.cancel``)."""
@@ -125,5 +137,6 @@ CoreEvent = (
     | TenancyConfigChanged
     | PlacementChanged
     | RollbackRequested
+    | CanaryChanged
     | CancelRun
 )

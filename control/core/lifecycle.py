@@ -6,13 +6,15 @@ flight); the next request of the model cold-starts it through the normal cold-lo
 
 Canary: a traffic split maps the model key a workflow names to served versions with integer
 weights; a run's version is a stable hash of its request id, so every node and retry of a run
-uses one version, and the share of runs per version follows the weights.
+uses one version, and the share of runs per version follows the weights. A live canary
+(:mod:`control.core.canary`) is picked the same way (:func:`pick_canary`), before any split.
 """
 
 from __future__ import annotations
 
 import zlib
 
+from control.core.canary_stats import RUNNING, hash_point
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.loads import evict
@@ -67,3 +69,22 @@ def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
             return variant
         point -= weight
     return split[-1][0]
+
+
+def pick_canary(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
+    """The model key for a step whose node names a model with a canary: the canary for the
+    runs its fraction covers (stable per request id), else the baseline. The baseline also
+    serves a run that failed on the canary once (``off_canary``) and every run while no
+    replica of the canary is loaded and routable (loading, its breaker open): the canary
+    takes traffic only when it can serve it. None: the node's model has no canary."""
+    base = step.node.model or ""
+    c = catalog.canaries.get(base)
+    if c is None:
+        return None
+    if c.state != RUNNING or step.run.off_canary:
+        return base
+    if hash_point(step.run.request.request_id) >= c.fraction_ppm:
+        return base
+    ready = any(r.routable and r.state == ReplicaState.READY
+                for r in cluster.by_model.get(c.canary_key, {}).values())  # fmt: skip
+    return c.canary_key if ready else base

@@ -15,7 +15,7 @@ from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.headroom_fit import bind_kept, fitting, kept_rooms
 from control.core.latency import LatencyModel, service_us
-from control.core.lifecycle import pick_variant
+from control.core.lifecycle import pick_canary, pick_variant
 from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Catalog, Ids, Queues
 from control.core.routing.base import StepDemand
@@ -91,6 +91,8 @@ def route(
 ) -> bool:  # fmt: skip
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
+    if catalog.canaries:
+        step.model_key = pick_canary(catalog, cluster, step) or step.model_key
     if catalog.splits:
         step.model_key = pick_variant(catalog, step)
     model = catalog.models[step.model_key or ""]

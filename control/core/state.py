@@ -217,3 +217,4 @@ class RunRecord:
     status: str = "running"
     fault: str | None = None  # ``bad_input``: an unusable input failed the run,
     fault_field: str | None = None  # this one (as the caller names it), when known
+    off_canary: bool = False  # a step failed on a canary: the run uses the baseline from now

@@ -19,7 +19,8 @@ must be fetched first) runs as a task that puts its outcome into the driver's in
   ``ReplicaRoutable`` and ``DrainReplica`` need nothing on the executor (the core stops routing
   to a draining replica and moves its queue; work in flight finishes; ``EvictReplica`` follows),
   so they are only logged. ``RolloutTransition`` is handed to ``on_rollout`` (given to the
-  constructor) so the service layer can audit it and update the plan's status.
+  constructor) so the service layer can audit it and update the plan's status; so is
+  ``CanaryTransition`` (a canary set, ended or rolled back by the core), to be audited.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 from control.clock import SYSTEM_CLOCK, Clock
 from control.core.actions import (
+    CanaryTransition,
     Dispatch,
     DrainReplica,
     EvictReplica,
@@ -62,8 +64,8 @@ __all__ = ["HOST", "Actuator"]
 class Actuator:
     """Carries out plans on ``executor``. ``put`` queues records for the driver; ``later``
     runs bookkeeping that need not precede a run's answer (``Driver.later``; at once by
-    default); ``on_rollout`` is called with every ``RolloutTransition`` on the loop thread and
-    must not block; ``clock`` is where time is read (host tools' durations, runs' wall
+    default); ``on_rollout`` is called with every ``RolloutTransition`` and
+    ``CanaryTransition`` on the loop thread and must not block; ``clock`` is where time is read (host tools' durations, runs' wall
     time)."""
 
     def __init__(
@@ -110,6 +112,7 @@ class Actuator:
             RolloutTransition: self._rollout,
             StepRetried: reissues.retried,
             StepPreempted: reissues.preempted,
+            CanaryTransition: self._rollout,
         }
 
     def _kind_of(self, run_id: str, node_id: str) -> str:
@@ -193,8 +196,9 @@ class Actuator:
         log.info("draining %s of %s on %s: %s", a.replica_id, a.model_key,
                  ",".join(a.device_ids), a.reason)  # fmt: skip
 
-    def _rollout(self, a: RolloutTransition, now: float) -> None:
-        log.info("rollout %s: %s -> %s (%s)", a.plan_id, a.from_state or "-", a.to_state, a.reason)
+    def _rollout(self, a: RolloutTransition | CanaryTransition, now: float) -> None:
+        what = a.plan_id if isinstance(a, RolloutTransition) else f"canary {a.canary_key}"
+        log.info("rollout %s: %s -> %s (%s)", what, a.from_state or "-", a.to_state, a.reason)
         if self.on_rollout is not None:
             self.on_rollout(a)
 

@@ -21,6 +21,7 @@ from control.api.ports import WhatIfEngine
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
 from control.config import get_settings
+from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
@@ -122,11 +123,19 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
 
 def live_options(gateway: GatewaySettings) -> LiveOptions:
     """The live path's options from the gateway's settings: the resume age and capacity
-    admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) into the core, and the
+    admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) and the canary's
+    rollback margins (``LEGATO_CANARY_*``) into the core, and the
     async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``)."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
-    core = replace(serving_core_config(), capacity_admission=admission)
+    canary = CanaryConfig(
+        error_margin=gateway.canary_error_margin,
+        p99_margin=gateway.canary_p99_margin,
+        p99_min_delta_s=gateway.canary_p99_min_delta_s,
+        min_samples=gateway.canary_min_samples,
+        window=max(gateway.canary_window, gateway.canary_min_samples),
+    )
+    core = replace(serving_core_config(), capacity_admission=admission, canary=canary)
     return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
                        async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip

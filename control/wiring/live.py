@@ -3,9 +3,9 @@
 
 :func:`build_live` is the recipe. It first makes the one-model workflows (the runtime learns
 its workflows at start), reads the database's real fleet, and then builds, in dependency
-order: the :class:`RolloutRecorder` (database only), the runtime (given the recorder's
-callback as ``on_rollout``), the inference service over it (given ``on_settled``), and the
-live-config feed over that. Nothing is started.
+order: the :class:`RolloutRecorder` and the :class:`CanaryRecorder` (database only), the
+runtime (given their callbacks as ``on_rollout``), the inference service over it (given
+``on_settled``), and the live-config feed over that. Nothing is started.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.state import IndexSpec
 from control.runtime.types import UsageRecord
 from control.services import Services
+from control.services.canary_record import CanaryRecorder, transitions_to
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.services.inference import InferenceService
@@ -87,11 +88,13 @@ class LiveOptions:
 class LiveParts:
     """The gateway's live parts, built and wired, none started: the inference service (its
     ``runtime`` is the ``LiveRuntime``; start and stop go through it), the recorder the
-    runtime reports rollout transitions to, and the feed of committed admin changes."""
+    runtime reports rollout transitions to, the feed of committed admin changes, and the
+    recorder of canary transitions."""
 
     inference: InferenceService
     rollouts: RolloutRecorder
     live_config: LiveConfigFeed
+    canaries: CanaryRecorder | None = None  # audits the core's canary transitions
 
 
 def build_live(
@@ -105,8 +108,9 @@ def build_live(
     """The live path over the database's real fleet and ``executor`` (not started).
     ``services`` must be over ``factory``; it gains the missing one-model workflows."""
     rollouts = RolloutRecorder(factory, services.plans)
-    runtime = build_runtime(factory, services, executor, options,
-                            on_rollout=rollouts.record_transition)  # fmt: skip
+    canaries = CanaryRecorder(factory)
+    hook = transitions_to(rollouts.record_transition, canaries.record)
+    runtime = build_runtime(factory, services, executor, options, on_rollout=hook)
     inference = InferenceService(
         services,
         runtime,
@@ -120,7 +124,7 @@ def build_live(
     )
     runtime.on_device_joined = _registrar(services, inference)
     runtime.on_device_left = _deregistrar(services)
-    return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference))
+    return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference), canaries)
 
 
 def _registrar(services: Services, inference: InferenceService) -> OnJoined:

@@ -2,8 +2,8 @@
 get no 5xx and no response that contradicts the document (status, content type, body schema,
 headers). Bounded: a few examples per operation, a few hundred in all.
 
-Routes that need the live runtime (inference runs, the snapshot, rollout and test runs) are
-left out here: without it they answer 503 by design; ``test_schema_live.py`` fuzzes them over a
+Routes that need the live runtime (inference runs, the snapshot, rollout, canaries and test
+runs) are left out here: without it they answer 503 by design; ``test_schema_live.py`` fuzzes them over a
 live runtime with tiny models, so that the two together cover the whole document (tenant and
 admin routes, each with its credential). The twin's engine is a fake.
 """
@@ -23,7 +23,7 @@ from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
     r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot"
-    r"|admin/placement-plans/rollback)$"
+    r"|admin/placement-plans/rollback|admin/models/\{name\}/canary)$"
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.
 # Their GET siblings (rollout progress) work without a runtime and stay fuzzed. Starting a

@@ -15,6 +15,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from control.api.settings import GatewayConfig
+from control.core.context import CoreConfig
 from control.executor import sources
 from control.executor.host import ExecutorConfig, LocalExecutor
 from control.executor.protocol import DeviceInfo, ModelRef
@@ -22,7 +23,7 @@ from control.runtime.live import InitialReplica, RuntimeConfig
 from control.services import Services, build_services
 from control.services.workflow_validation import make_spec_validator
 from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions
+from control.wiring.live import LiveOptions, serving_core_config
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import PEPPER
 
@@ -89,10 +90,12 @@ def live_app(
     placement: Sequence[InitialReplica] | None = None,
     start_with_app: bool = False,
     devices: Sequence[DeviceInfo] | None = None,
+    core_config: CoreConfig | None = None,
 ) -> FastAPI:
     """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
     (not started unless ``start_with_app``: then its lifespan starts the live path);
-    ``devices``: one CPU worker each (default one, ``cpu:0``)."""
+    ``devices``: one CPU worker each (default one, ``cpu:0``); ``core_config``: the core's
+    (default the serving configuration)."""
     executor = LocalExecutor(
         ExecutorConfig(
             heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False
@@ -100,6 +103,7 @@ def live_app(
         list(devices) if devices else [DeviceInfo("cpu:0", "cpu", 0, memory_mib, 0)],
     )
     options = LiveOptions(model_refs=refs, placement=placement,
-                          runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip
+                          runtime=RuntimeConfig(sample_every_s=0.5),
+                          core_config=core_config or serving_core_config())  # fmt: skip
     return gateway_app(world.services, config, executor, options,
                        spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip

@@ -9,11 +9,13 @@ the phase each came from. By what they act on:
 - ``runs``: ``Reject``, ``Preempt``, ``RunFinished``;
 - ``fleet``: ``LoadModel``, ``EvictReplica``, ``DrainReplica``, ``ReplicaRoutable``,
   ``RolloutTransition``;
+- ``canary``: ``CanaryTransition``;
 - ``plan``: the ``Action`` union, ``PHASES``, ``StepPlan`` and its lazy ``PhaseView``.
 
 Import them from here (``from control.core.actions import Dispatch``).
 """
 
+from control.core.actions.canary import CanaryTransition as CanaryTransition
 from control.core.actions.fleet import DrainReplica as DrainReplica
 from control.core.actions.fleet import EvictReplica as EvictReplica
 from control.core.actions.fleet import LoadModel as LoadModel

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from control.core.actions.canary import CanaryTransition
 from control.core.actions.fleet import (
     DrainReplica,
     EvictReplica,
@@ -29,6 +30,7 @@ Action = (
     | ReplicaRoutable
     | DrainReplica
     | RolloutTransition
+    | CanaryTransition
 )
 
 #: Phases of one step, in order. ``StepPlan.phases`` maps each to the actions it produced.
