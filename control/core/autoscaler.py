@@ -5,7 +5,9 @@ the caps of those models; no load, not even routing's own scale-out, adds a repl
 Run in the ``placement`` phase, after rollouts, for each such model in key order:
 
 1. replicas above ``max_replicas`` (the setting was lowered) drain, idle or loading ones first;
-2. fewer than ``min_replicas`` (ready or loading): one replica loads;
+2. fewer than ``min_replicas`` (ready or loading): one replica loads, once the model has had a
+   ready replica in this core (a live start-up's own replicas are still loading, unknown to
+   the core, when its first steps run: they are not loaded twice);
 3. scale out: the predicted queue delay of a new step (``capacity.model_delay_s``, the whole
    backlog over the routable replicas) above ``scale_out_delay_s`` adds one replica, up to
    ``max_replicas``, on a device with room that holds none of the model (the cold pool where
@@ -87,7 +89,9 @@ def _scale_model(
             drain(queues, scaling, log, rec, why)
         return None
     loading = any(r.loading for r in serving)
-    if len(serving) < model.min_replicas:
+    if any(r.state == ReplicaState.READY for r in serving):
+        scaling.served.add(key)
+    if len(serving) < model.min_replicas and key in scaling.served:
         if not loading:
             why = f"{key} has {len(serving)} replicas, below its min_replicas {model.min_replicas}"
             _scale_out(pol, cluster, ids, log, model, why, now)

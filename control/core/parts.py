@@ -171,6 +171,7 @@ class Scaling:
     def __init__(self) -> None:
         self.draining: set[str] = set()
         self.scaled_in_at: dict[str, float] = {}
+        self.served: set[str] = set()  # models that had a ready replica (min_replicas applies)
         self.check_at: float | None = None
 
 

@@ -87,6 +87,13 @@ class RuntimeMetrics:
         self.preload = Gauge(
             "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
         )
+        self._executor_counters(r)
+        self._scaling_gauges(r)
+        self._busy_since_sample: dict[str, float] = {}
+        self._last_sample: float | None = None
+        self._resolve_children_once()
+
+    def _scaling_gauges(self, r: CollectorRegistry) -> None:
         self.preload_hit_rate = Gauge(
             "legato_preload_hit_rate", "Speculative preloads used before their eviction, over "
             "the preloads issued (0 before any)", registry=r,
@@ -95,10 +102,6 @@ class RuntimeMetrics:
             "legato_scale_events", "Autoscaling events so far: scale_out (a replica added), "
             "scale_in (one drained), drained (evicted once empty), no_room", ["event"], registry=r,
         )  # fmt: skip
-        self._executor_counters(r)
-        self._busy_since_sample: dict[str, float] = {}
-        self._last_sample: float | None = None
-        self._resolve_children_once()
 
     def _executor_counters(self, r: CollectorRegistry) -> None:
         self.workers_down = Counter(

@@ -130,6 +130,17 @@ def test_below_min_replicas_loads_up_to_min() -> None:
     assert len(core.snapshot().replicas) == 3
 
 
+def test_min_replicas_waits_for_the_first_ready_replica() -> None:
+    """A live start-up's own replicas load unknown to the core: min_replicas loads nothing
+    until the model has had a ready replica, then keeps it (here: after the cold start)."""
+    model = scaled(min_replicas=2, max_replicas=2)
+    core, driver = world(model, reps=0)
+    driver.schedule(1.0, ModelRegistered(model))  # a step with nothing loaded: no load
+    log = driver.run(burst(1, at=5.0))
+    assert [t for t, _ in of(log, LoadModel)] == [5.0, 5.5]  # cold start, then up to min
+    assert "below its min" in of(log, LoadModel)[1][1].reason
+
+
 def test_lowering_max_drains_a_busy_replica_without_aborting_its_work() -> None:
     model = scaled(max_replicas=2)
     _, driver = world(model, reps=2)
