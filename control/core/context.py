@@ -27,6 +27,7 @@ from control.core.parts import (
     Queues,
     Rollouts,
     Runs,
+    Scaling,
     Timers,
 )
 from control.core.routing.base import RoutingPolicy
@@ -157,6 +158,7 @@ class CoreState:
         self.cluster = Cluster()
         self.queues = Queues()
         self.rollouts = Rollouts()
+        self.scaling = Scaling()
         self.ids = Ids()
         self.timers = Timers(self.ids)
         self.log = ActionLog()

@@ -169,9 +169,9 @@ class ControlCore:
         theirs = self._st.pol.tenancy.next_wakeup(now)
         if theirs is not None and theirs > now and (best is None or theirs < best):
             best = theirs
-        idle = self._st.timers.idle_check_at
-        if idle is not None and idle > now and (best is None or idle < best):
-            best = idle
+        for idle in (self._st.timers.idle_check_at, self._st.scaling.check_at):
+            if idle is not None and idle > now and (best is None or idle < best):
+                best = idle
         return best
 
     def _timer_live(self, kind: str, ident: str) -> bool:
@@ -224,6 +224,11 @@ class ControlCore:
     def _on_model(self, event: object, now: float) -> None:
         model = event.model  # type: ignore[attr-defined]
         self._st.catalog.models[model.key] = model
+        caps = self._st.cluster.replica_caps  # autoscaling (``autoscaler``): on while capped
+        if model.max_replicas is None:
+            caps.pop(model.key, None)
+        else:
+            caps[model.key] = model.max_replicas
 
     def _on_workflow(self, event: object, now: float) -> None:
         spec = event.spec  # type: ignore[attr-defined]

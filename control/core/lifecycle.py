@@ -2,7 +2,8 @@
 
 Scale-to-zero: when ``CoreConfig.scale_to_zero_idle_s`` is set, every replica of a model that
 had no work for that long is evicted (never during a rollout, never with work queued or in
-flight); the next request of the model cold-starts it through the normal cold-load path.
+flight); the next request of the model cold-starts it through the normal cold-load path. A model with
+autoscaling settings (``control.core.autoscaler``) follows its own ``idle_s`` instead.
 
 Canary: a traffic split maps the model key a workflow names to served versions with integer
 weights; a run's version is a stable hash of its request id, so every node and retry of a run
@@ -39,7 +40,8 @@ def scale_to_zero(
     for model_key in sorted(cluster.by_model):
         reps = list(cluster.by_model[model_key].values())
         if (
-            not reps
+            model_key in cluster.replica_caps  # autoscaled: its own idle_s decides
+            or not reps
             or len(queues.pending.get(model_key, ()))
             or any(r.running or r.queue or r.state != ReplicaState.READY for r in reps)
         ):

@@ -11,6 +11,7 @@ core issued), lives in ``cluster``; the configuration and policies in ``context.
 - ``Queues``: ready work not yet dispatched, and the marks saying which replicas to look at.
 - ``Ids`` and ``Timers``: the sequence that names what the core creates, and its wake-ups.
 - ``Rollouts``: the active (or last) rollout and the placements held before.
+- ``Scaling``: autoscaling's drains and idle checks.
 - ``ActionLog``: the actions decided in the current step, under their phase, and the counters.
 """
 
@@ -167,6 +168,18 @@ class Timers:
 
     def due(self, now: float) -> bool:
         return bool(self.heap) and self.heap[0][0] <= now
+
+
+class Scaling:
+    """Autoscaling's books (``autoscaler``): the replicas it drains (no new work; evicted once
+    nothing is queued or in flight on them), when each model last scaled in, and its next
+    idle check (a wake-up)."""
+
+    def __init__(self) -> None:
+        self.draining: set[str] = set()
+        self.scaled_in_at: dict[str, float] = {}
+        self.served: set[str] = set()  # models that had a ready replica (min_replicas applies)
+        self.check_at: float | None = None
 
 
 @dataclass

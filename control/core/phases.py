@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 
 from control.core import canary, rollout
+from control.core.autoscaler import autoscale
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
 from control.core.breakers import PROBE, breaker_changed, probe_due
 from control.core.cluster import Cluster
@@ -60,6 +61,8 @@ def run_phases(st: CoreState, now: float) -> None:
     if rolling or pol.config.scale_to_zero_idle_s is not None:
         # otherwise nothing to roll out and nothing scales to zero
         placement(pol, catalog, inbox, cluster, queues, rollouts, timers, ids, log, now)
+    if cluster.replica_caps or st.scaling.draining:  # per-model autoscaling, after rollouts
+        autoscale(pol, catalog, cluster, queues, rollouts, st.scaling, ids, log, now)
     if catalog.canaries:  # a canary worse than its baseline is rolled back before routing
         canary.judge(pol, catalog, cluster, queues, log, now)
     log.phase = "loads"

@@ -88,9 +88,20 @@ class RuntimeMetrics:
             "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
         )
         self._executor_counters(r)
+        self._scaling_gauges(r)
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
         self._resolve_children_once()
+
+    def _scaling_gauges(self, r: CollectorRegistry) -> None:
+        self.preload_hit_rate = Gauge(
+            "legato_preload_hit_rate", "Speculative preloads used before their eviction, over "
+            "the preloads issued (0 before any)", registry=r,
+        )  # fmt: skip
+        self.scale_events = Gauge(
+            "legato_scale_events", "Autoscaling events so far: scale_out (a replica added), "
+            "scale_in (one drained), drained (evicted once empty), no_room", ["event"], registry=r,
+        )  # fmt: skip
 
     def _executor_counters(self, r: CollectorRegistry) -> None:
         self.workers_down = Counter(
@@ -161,6 +172,10 @@ class RuntimeMetrics:
         self.preload.labels("issued").set(gauges.preload.issued)
         self.preload.labels("hits").set(gauges.preload.hits)
         self.preload.labels("misses").set(gauges.preload.misses)
+        issued = gauges.preload.issued
+        self.preload_hit_rate.set(gauges.preload.hits / issued if issued else 0.0)
+        for event, n in gauges.scale_events.items():
+            self.scale_events.labels(event).set(n)
         if self._last_sample is not None and now > self._last_sample:
             span_ms = (now - self._last_sample) * 1000.0
             for device_id in gauges.device_ids:

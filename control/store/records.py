@@ -56,6 +56,10 @@ class ModelRecord:
     prefill_chunk_tokens: int
     status: str
     created_at: datetime
+    min_replicas: int = 0
+    max_replicas: int | None = None
+    scale_out_delay_ms: int | None = None
+    idle_ms: int | None = None
 
 
 @dataclass(frozen=True)
