@@ -22,7 +22,7 @@ from control.services.fidelity.validate import config_dict
 from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
-    r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot"
+    r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot|admin/policies"
     r"|admin/placement-plans/rollback)$"
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.

@@ -86,7 +86,7 @@ def _integer(value: object, where: str, problems: list[str]) -> int:
 def _number(value: object, where: str, problems: list[str]) -> float | None:
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     problems.append(f"{where}: expected a finite number of seconds, got {value!r}")
     return None
