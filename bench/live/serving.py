@@ -6,12 +6,16 @@ with the core's default serving policies (queue-building batching, as a user get
 returns:
 
 * ``ceiling_items_per_s``: MiniLM called directly in this process (one torch thread, as the
-  worker runs it) at its best batch size, back to back: the median of sustained windows taken
-  before and after the served phases (this host is shared; its speed moves);
+  worker runs it) back to back, at its best batch size: per batch size (8, 16, 32) the mean of
+  a sustained window before and one after the served phases (this host is shared; its speed
+  moves), the best size counting (``ceiling_by_size``: the windows);
 * ``served_items_per_s``: successful ``/v1/embeddings`` calls per second from ``CLIENTS``
   closed-loop clients (raw keep-alive HTTP from a separate process, as in bench/gateway.py)
   over ``SECONDS``; ``served_vs_ceiling`` the ratio (goal >= 0.85);
 * ``mean_batch``: items per batch the core formed in that phase, and ``p50_ms``/``p99_ms``;
+* ``knee`` (in each phase): open-loop Poisson arrivals at ``KNEE_FRACTION`` of the ceiling
+  before the served phases, where the batching policy decides the batch sizes (at saturation
+  every batch is full whatever the policy);
 * ``no_delay``: the same phase after ``PATCH /admin/policies`` set the old serving policy
   (size_delay, no delay) on the running core, for comparison; ``burst_items_per_s``: per batch
   size, the median of five batches; ``load_average``: the 1-minute load before and after.
@@ -26,6 +30,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -46,18 +51,21 @@ from control.wiring.live import LiveOptions  # noqa: E402
 from db.migrate import upgrade  # noqa: E402
 from db.session import make_engine, make_session_factory  # noqa: E402
 
-CLIENTS = 32
+CLIENTS = 64
 SECONDS = 15.0
-WINDOW_S = 4.0
+WINDOW_S = 2.5
 SIZES = (1, 4, 8, 16, 32)
+CEILING_SIZES = (8, 16, 32)
+KNEE_FRACTION = 0.6  # the open-loop phase: Poisson arrivals at this fraction of the ceiling
+KNEE_SECONDS = 10.0
 REF = ModelRef("minilm-embed:1", "embed", "minilm")
 CASE = {"ref": REF, "field": "text", "sizes": SIZES, "params": {}}
 ADMIN = "bench-admin-token"
 
 
-def _ceiling(direct: _Direct) -> tuple[dict[int, float], int]:
-    burst = direct.burst()
-    return burst, max(burst, key=lambda size: burst[size])
+def _sustained(direct: _Direct) -> dict[int, float]:
+    """Items/s of batches of each of ``CEILING_SIZES`` back to back for ``WINDOW_S`` each."""
+    return {size: direct.sustained(size, WINDOW_S) for size in CEILING_SIZES}
 
 
 def _world(root: Path, burst: dict[int, float]) -> tuple[Any, str]:
@@ -108,20 +116,54 @@ async def _clients(host: str, port: int, key: str, seconds: float) -> list[float
     return done
 
 
-def _client_process(base: str, key: str, seconds: float, out: Any) -> None:
+async def _open_loop(host: str, port: int, key: str, seconds: float, rate: float) -> list[float]:
+    """Latencies (s) of the successful calls of Poisson arrivals at ``rate`` per second for
+    ``seconds`` (then drained), each on an idle keep-alive connection or a new one."""
+    done: list[float] = []
+    idle: list[_Conn] = []
+    tasks: set[asyncio.Task] = set()
+    rng = random.Random(1)
+
+    async def one(n: int) -> None:
+        conn = idle.pop() if idle else _Conn(host, port)
+        t0 = perf_counter()
+        status, _, _ = await conn.post(_call(host, port, key, 900_000 + n))
+        if status == 200:
+            done.append(perf_counter() - t0)
+        idle.append(conn)
+
+    at, stop, n = perf_counter(), perf_counter() + seconds, 0
+    while (at := at + rng.expovariate(rate)) < stop:
+        await asyncio.sleep(max(0.0, at - perf_counter()))
+        task = asyncio.get_running_loop().create_task(one(n))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        n += 1
+    await asyncio.gather(*tasks)
+    for conn in idle:
+        conn.close()
+    return done
+
+
+def _client_process(base: str, key: str, seconds: float, rate: float | None, out: Any) -> None:
     if hasattr(os, "sched_setaffinity"):  # callers stand for other machines: any core
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
     host, port = base.removeprefix("http://").split(":")
     start = perf_counter()
-    calls = asyncio.run(_clients(host, int(port), key, seconds))
+    if rate is None:
+        calls = asyncio.run(_clients(host, int(port), key, seconds))
+    else:
+        calls = asyncio.run(_open_loop(host, int(port), key, seconds, rate))
     out.put((calls, perf_counter() - start))
 
 
-async def _run_clients(base: str, key: str, seconds: float) -> tuple[list[float], float]:
+async def _run_clients(
+    base: str, key: str, seconds: float, rate: float | None = None
+) -> tuple[list[float], float]:
     """The clients in a spawned process (nothing shared with the gateway): (latencies, wall)."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=_client_process, args=(base, key, seconds, out))
+    proc = ctx.Process(target=_client_process, args=(base, key, seconds, rate, out))
     proc.start()
     found = await asyncio.to_thread(out.get)
     await asyncio.to_thread(proc.join)
@@ -140,9 +182,10 @@ def _batches(inference: Any) -> tuple[float, float]:
     return total, count
 
 
-async def _phase(base: str, key: str, inference: Any) -> dict[str, Any]:
+async def _phase(base: str, key: str, inference: Any, rate: float | None = None) -> dict[str, Any]:
+    """Closed-loop saturation (``rate`` None) or Poisson arrivals at ``rate`` per second."""
     before = _batches(inference)
-    lat, wall = await _run_clients(base, key, SECONDS)
+    lat, wall = await _run_clients(base, key, SECONDS if rate is None else KNEE_SECONDS, rate)
     after = _batches(inference)
     lat.sort()
     n_batches = after[1] - before[1]
@@ -154,7 +197,7 @@ async def _phase(base: str, key: str, inference: Any) -> dict[str, Any]:
     }
 
 
-async def _served(root: Path, services: Any, key: str) -> dict[str, Any]:
+async def _served(root: Path, services: Any, key: str, knee: float) -> dict[str, Any]:
     executor = LocalExecutor(ExecutorConfig(cache_dir=str(root / "models"), use_cuda=False,
                                             poll_queue=False),
                              [DeviceInfo("cpu:0", "cpu", 0, 4096, 0)])  # fmt: skip
@@ -167,9 +210,11 @@ async def _served(root: Path, services: Any, key: str) -> dict[str, Any]:
         await _run_clients(base, key, 2.0)  # warm-up
         default = await _phase(base, key, inference)
         default["policy"] = app.state.gateway.extras["live_policies"].current().core.batching
+        default["knee"] = await _phase(base, key, inference, knee)
         await _patch(base, {"batching": "size_delay",
                             "batching_config": {"max_queue_delay_s": 0.0}})  # fmt: skip
         no_delay = await _phase(base, key, inference)
+        no_delay["knee"] = await _phase(base, key, inference, knee)
     finally:
         server.should_exit = True
         await task
@@ -195,25 +240,31 @@ def measure() -> dict[str, Any]:
     """The figures of the module doc, in one dict."""
     load_before = os.getloadavg()[0]
     direct = _Direct(CASE)
-    burst, best = _ceiling(direct)
-    windows = [direct.sustained(best, WINDOW_S)]
+    burst = direct.burst()
+    before = _sustained(direct)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         services, key = _world(root, burst)
-        served = asyncio.run(_served(root, services, key))
-    windows.append(direct.sustained(best, WINDOW_S))
-    ceiling = statistics.median(windows)
+        knee = KNEE_FRACTION * max(before.values())
+        served = asyncio.run(_served(root, services, key, knee))
+    after = _sustained(direct)
+    per_size = {size: statistics.mean((before[size], after[size])) for size in CEILING_SIZES}
+    best = max(per_size, key=lambda size: per_size[size])
+    ceiling = per_size[best]
     default = served["default"]
     return {
         "served_vs_ceiling": round(default["served_items_per_s"] / ceiling, 3),
         "served_items_per_s": default["served_items_per_s"],
         "ceiling_items_per_s": round(ceiling, 1),
-        "ceiling_windows": [round(w, 1) for w in windows],
+        "ceiling_by_size": {
+            size: [round(before[size], 1), round(after[size], 1)] for size in CEILING_SIZES
+        },
         "ceiling_batch_size": best,
         "burst_items_per_s": {size: round(rate, 1) for size, rate in burst.items()},
         "default": default,
         "no_delay": served["no_delay"],
         "no_delay_vs_ceiling": round(served["no_delay"]["served_items_per_s"] / ceiling, 3),
+        "knee_offered_per_s": round(knee, 1),
         "clients": CLIENTS,
         "seconds": SECONDS,
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],

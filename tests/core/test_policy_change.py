@@ -110,3 +110,25 @@ def test_queue_building_waits_only_while_arrivals_come(arrivals, now, count, why
         assert BUILDING.deadline(min(arrivals), MODEL) == pytest.approx(min(arrivals) + 0.010)
     else:
         assert formed is not None and formed.count == count and why in formed.reason
+
+
+def test_a_batch_is_sent_ahead_even_while_queue_building_would_wait() -> None:
+    """Waiting for company is for a free replica: behind a running batch the queued items wait
+    anyway, and holding them back would idle the device for the completion's round trip."""
+    from control.core.binding_config import BindingConfig
+    from tests.core.fakes import FcfsTenancy
+
+    config = CoreConfig(batching="queue_building",
+                        batching_config=QueueBuildingConfig(max_queue_delay_s=0.050),
+                        binding=BindingConfig(dispatch_ahead_us=1_000, ahead_min_fill=0.5))  # fmt: skip
+    core = make_core(FcfsTenancy(), models=[EMBED], devs=devices(1),
+                     replicas=[("minilm:1", "d000")], workflows=[single(EMBED)], config=config)  # fmt: skip
+    _submit(core, 1)
+    (first,) = core.step(0.0).of_type(Dispatch)  # a lone request: at once
+    for i in range(1, 6):  # a burst arrives while it runs: the queue is building
+        core.submit(Request(f"b{i}", "t1", "only-minilm", prompt_tokens=16), 0.0001)
+    assert core.step(0.0001).of_type(Dispatch) == ()
+    wake = core.next_wakeup(0.0001)
+    assert wake is not None and wake < first.predicted_us / 1e6
+    (ahead,) = core.step(wake).of_type(Dispatch)
+    assert len(ahead.items) == 5 and "sent ahead" in ahead.reason
