@@ -133,3 +133,13 @@ def test_a_bad_change_names_its_field(change, field, says) -> None:
     with pytest.raises(PolicyFieldError) as err:
         merge(BASE, change, LIVE_FIELDS)
     assert err.value.field == field and says in str(err.value), str(err.value)
+
+
+def test_serving_waits_for_a_building_queue_by_default() -> None:
+    """The gateway's default batching is not 'no delay' (batches stayed small at the knee):
+    queue_building, bounded by a small max delay."""
+    from control.wiring.gateway import live_options
+
+    core = live_options(GatewaySettings(_env_file=None), Settings(_env_file=None)).core_config
+    assert core.batching == "queue_building"
+    assert 0 < core.batching_config.max_queue_delay_s <= 0.02
