@@ -174,6 +174,8 @@ def form_batch(
     if picked is None:
         return
     ordered, formed = picked
+    if formed is None and rec.running and not rec.model.continuous_batching:
+        formed = _ahead(pol, rec, ordered)
     if formed is not None and rec.running and not ahead_worth_sending(pol, rec, ordered):
         return
     if formed is None:
@@ -205,6 +207,17 @@ def form_batch(
     rec.start_running(batch_id, n, now, start + predicted / 1e6, prefill_us / 1e6)
     mark_used(cluster, rec, now)
     arm_ahead(pol, timers, rec, now)
+
+
+def _ahead(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> FormedBatch:
+    """The batch a busy static replica is sent ahead when its policy would still wait: what
+    is queued, within the limits. Waiting for company is for a free replica (its device idles
+    meanwhile); a batch sent ahead waits behind the one in flight anyway, and holding it back
+    would leave the device idle for the completion's round trip. ``ahead_worth_sending``
+    still decides whether it goes."""
+    count, padded, _, _ = take_fitting(ordered, pol.batching.max_batch_size(rec.model),
+                                       rec.model.max_batch_tokens)  # fmt: skip
+    return FormedBatch(count, padded, f"{count} items sent ahead (the policy would wait)")
 
 
 def _predict(

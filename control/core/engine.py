@@ -41,6 +41,7 @@ from control.core.events import (
     ModelRegistered,
     OutputStarted,
     PlacementChanged,
+    PoliciesChanged,
     ReplicaBreakerChanged,
     ReplicaLoaded,
     ReplicaLoadFailed,
@@ -53,6 +54,7 @@ from control.core.fleet import apply_device_up, apply_replica_loaded
 from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
+from control.core.policy_change import apply_policies
 from control.core.routing.registry import make_routing
 from control.core.run_bounds import RUN_BOUND, bound_live
 from control.core.snapshot import CoreSnapshot, build_snapshot
@@ -90,6 +92,14 @@ class ControlCore:
             ReplicaLoaded: self._on_replica_loaded,
             OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
+            PoliciesChanged: lambda e, now: apply_policies(
+                st.pol,
+                st.queues,
+                st.cluster,
+                st.log,
+                e,
+                now,  # type: ignore[arg-type]
+            ),
             DeviceDown: self._defer,
             CancelRun: self._defer,  # a run ends only inside step (its actions go in a plan)
             ReplicaLoadFailed: self._defer,

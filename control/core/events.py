@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from control.core.context import CoreConfig
 from control.core.dag.spec import DagSpec
 from control.core.tenancy.base import TenancyConfig
 from control.core.types import DeviceSpec, ModelSpec
@@ -124,6 +125,19 @@ class CancelRun:
     reason: str = "cancelled by its caller"
 
 
+@dataclass(frozen=True)
+class PoliciesChanged:
+    """The operator changed the core's policies while it runs (``control.core.policy_change``):
+    ``config`` replaces the core's configuration (batching and routing strategies and every
+    other knob) and, when ``fair_share`` is set, the tenancy half's fair-share policy is
+    replaced by that one (``fair_share_config``: its config, None for its defaults). Applied at
+    once and in whole, or refused (ValueError/TypeError naming the value) changing nothing."""
+
+    config: CoreConfig
+    fair_share: str | None = None
+    fair_share_config: object | None = None
+
+
 CoreEvent = (
     ModelRegistered
     | WorkflowRegistered
@@ -139,4 +153,5 @@ CoreEvent = (
     | RollbackRequested
     | CanaryChanged
     | CancelRun
+    | PoliciesChanged
 )

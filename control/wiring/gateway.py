@@ -18,9 +18,10 @@ from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
 from control.api.plan_settings import plan_extras
 from control.api.ports import WhatIfEngine
+from control.api.routes.policies import EXTRA as POLICIES_EXTRA
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
-from control.config import get_settings
+from control.config import Settings, get_settings
 from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
 from control.executor.protocol import Executor
@@ -28,6 +29,7 @@ from control.runtime.types import UsageRecord
 from control.services import Services
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
+from control.services.live_policies import LivePolicies
 from control.store.records import RequestRecord
 from control.wiring.executor import build_executor, with_measured_transfer
 from control.wiring.live import (
@@ -37,6 +39,7 @@ from control.wiring.live import (
     build_live,
     serving_core_config,
 )
+from control.wiring.policies import policies_from_settings, tenancy_of
 from control.wiring.services import checked_services, session_factory
 
 
@@ -81,6 +84,9 @@ def gateway_app(
         )
         live = build_live(services.factory, services, executor, options, on_settled=on_settled)
     lifespan = live_lifespan(live.inference) if live is not None and start_with_app else None
+    if live is not None:  # GET/PATCH /admin/policies: the running core's policies
+        extras = {**(extras or {}),
+                  POLICIES_EXTRA: LivePolicies(live.inference.runtime, services.audit)}  # fmt: skip
     return create_app(
         services,
         config,
@@ -115,17 +121,18 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url), **plan_extras(settings, factory, url)}
-    options = with_measured_transfer(live_options(gateway), settings)
+    options = with_measured_transfer(live_options(gateway, settings), settings)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
                        extras=extras)  # fmt: skip
 
 
-def live_options(gateway: GatewaySettings) -> LiveOptions:
+def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> LiveOptions:
     """The live path's options from the gateway's settings: the resume age and capacity
     admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) and the canary's
-    rollback margins (``LEGATO_CANARY_*``) into the core, and the
-    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``)."""
+    rollback margins (``LEGATO_CANARY_*``) into the core, the async runs' bound
+    (``LEGATO_ASYNC_RUN_TIMEOUT_S``) and, given ``settings``, the core's policies
+    (:func:`~control.wiring.policies.policies_from_settings`)."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
@@ -137,5 +144,10 @@ def live_options(gateway: GatewaySettings) -> LiveOptions:
         window=max(gateway.canary_window, gateway.canary_min_samples),
     )
     core = replace(serving_core_config(), capacity_admission=admission, canary=canary)
-    return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
-                       async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
+    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
+                          async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
+    if settings is None:
+        return options
+    policies = policies_from_settings(settings, core)
+    return replace(options, core_config=policies.core,
+                   tenancy=tenancy_of(policies, options.tenancy))  # fmt: skip

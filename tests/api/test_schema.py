@@ -23,7 +23,7 @@ from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
     r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot"
-    r"|admin/placement-plans/rollback|admin/models/\{name\}/canary)$"
+    r"|admin/policies|admin/placement-plans/rollback|admin/models/\{name\}/canary)$"
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.
 # Their GET siblings (rollout progress) work without a runtime and stay fuzzed. Starting a

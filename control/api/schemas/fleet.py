@@ -60,6 +60,16 @@ class DeviceOut(Dto):
     labels: JsonObject
     is_real: bool
     created_at: datetime
+    free_mib: int | None = Field(
+        None,
+        description="lists: memory not held by the live core's replicas (null: no live "
+        "runtime, or a device it does not run)",
+    )
+    load: int | None = Field(
+        None,
+        description="lists: steps queued or running on the device's replicas now (null "
+        "as for free_mib)",
+    )
 
 
 class DeviceCreate(Body):
@@ -93,6 +103,13 @@ class DeviceFilter(BaseModel):
     status: DeviceStatus | None = None
     kind: DeviceKind | None = None
     is_real: bool | None = None
+    precision: Precision | None = Field(None, description="devices that run this precision")
+    min_free_mib: NonNegative | None = Field(
+        None, description="devices with at least this much memory free now (live)"
+    )
+    max_load: NonNegative | None = Field(
+        None, description="devices with at most this many steps queued or running now (live)"
+    )
 
 
 CONTINUOUS_BATCHING = (

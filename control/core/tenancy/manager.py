@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import replace
 
 from control.core.tenancy.admission import AdmissionLimits
 from control.core.tenancy.base import (
@@ -65,6 +66,19 @@ class TenancyManager:
         self._rejections: OrderedDict[str, Rejected] = OrderedDict()
         self._weights: dict[str, int] = {}
         self._now = 0.0
+
+    def set_fair_share(self, name: str, config: object | None, now: float) -> None:
+        """Replace the fair-share policy by ``name`` (``config``: its own, None: defaults),
+        keeping runs, queues and quotas; the new policy starts with no service counted, told
+        the weights and which tenants are backlogged now. Raises ValueError (unknown name) or
+        TypeError (a config of another type) changing nothing."""
+        fair = make_fair_share(name, config)
+        fair.set_weights(self._weights)
+        for tenant_id, own in self._queued_by_tenant.items():
+            if own:
+                fair.on_backlogged(tenant_id, now)
+        self.fair, self._now = fair, now
+        self.config = replace(self.config, fair_share=name, fair_share_config=config)
 
     def configure(self, config: TenancyConfig, now: float) -> None:
         """Replace tenants, quotas and reservations. Runs, queues and counters are kept."""
