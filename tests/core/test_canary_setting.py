@@ -6,6 +6,7 @@ import pytest
 
 from control.api.settings import GatewaySettings
 from control.wiring.gateway import live_options
+from control.wiring.live import serving_core_config
 
 NAMES = ("LEGATO_CANARY_ERROR_MARGIN", "LEGATO_CANARY_P99_MARGIN", "LEGATO_CANARY_MIN_SAMPLES",
          "LEGATO_CANARY_WINDOW", "LEGATO_CANARY_P99_MIN_DELTA_S")  # fmt: skip
@@ -29,7 +30,7 @@ def test_defaults_and_settings_reach_the_core_config(monkeypatch):
     # a window below the sample count is raised to it (every judged sample is kept)
     assert (core.canary.min_samples, core.canary.window) == (50, 50)
     assert core.canary.p99_min_delta_s == 0.2
-    assert core.batching_config.max_queue_delay_s == 0.0  # still the serving configuration
+    assert core.batching_config == serving_core_config().batching_config  # still serving's
 
 
 @pytest.mark.parametrize(
