@@ -22,6 +22,7 @@ from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
 from control.config import get_settings
 from control.core.capacity import CapacityAdmissionConfig
+from control.core.tenancy.config import TenancyManagerConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
@@ -123,10 +124,13 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
 def live_options(gateway: GatewaySettings) -> LiveOptions:
     """The live path's options from the gateway's settings: the resume age and capacity
     admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) into the core, and the
-    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``)."""
+    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``) and the strict-priority lead
+    (``LEGATO_STRICT_PRIORITY_LEAD``) into the tenancy half."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
     core = replace(serving_core_config(), capacity_admission=admission)
+    tenancy = TenancyManagerConfig(strict_priority_lead=gateway.strict_priority_lead)
     return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
-                       async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
+                       async_run_timeout_s=gateway.async_run_timeout_s,
+                       tenancy_config=tenancy)  # fmt: skip

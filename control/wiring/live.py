@@ -22,6 +22,7 @@ from control.core.assembly import CoreBlueprint
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
+from control.core.tenancy.config import TenancyManagerConfig
 from control.core.types import DeviceSpec
 from control.executor.protocol import DeviceInfo, Executor, ModelRef
 from control.runtime.joins import OnJoined, OnLeft
@@ -75,6 +76,8 @@ class LiveOptions:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     seed: int = 0
     core_config: CoreConfig = field(default_factory=serving_core_config)
+    #: the tenancy half's settings (fair share, the strict-priority lead)
+    tenancy_config: TenancyManagerConfig = field(default_factory=TenancyManagerConfig)
     #: the run log's writer: group commit and its fast paths (each one switchable)
     writer: WriterConfig = field(default_factory=WriterConfig)
     #: runs left open by an earlier process older than this are failed, not resumed
@@ -180,6 +183,7 @@ def build_runtime(
         tenancy=state.tenancy,
         cost=state.cost,
         core_config=options.core_config,
+        tenancy_config=options.tenancy_config,
         seed=options.seed,
     )
     config = options.runtime
