@@ -68,6 +68,12 @@ class GatewaySettings(BaseSettings):
         description="Factor on the predicted delay before it is compared with the "
         "time left to the deadline (above 1: refuse earlier).",
     )
+    strict_priority_lead: int = Field(
+        20_000,
+        gt=0,
+        description="Cost units (per unit of weight) a strict-priority tenant may run ahead of "
+        "the least-served waiting tenant while its work overtakes their lower classes.",
+    )
     capacity_lower_class_path_s: float | None = Field(
         None,
         ge=0,

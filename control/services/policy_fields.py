@@ -40,8 +40,14 @@ POLICY_FIELDS: dict[str, Exposure] = {
     "capacity_admission": Exposure(("capacity_admission", "capacity_margin", _ALL), live=True),
     "max_recomputes": Exposure((_ALL,), live=True),
     "canary": Exposure(
-        ("canary_error_margin", "canary_p99_margin", "canary_p99_min_delta_s",
-         "canary_min_samples", "canary_window", _ALL),
+        (
+            "canary_error_margin",
+            "canary_p99_margin",
+            "canary_p99_min_delta_s",
+            "canary_min_samples",
+            "canary_window",
+            _ALL,
+        ),
         live=True,
     ),  # fmt: skip
     "fair_share": Exposure(("fair_share", _ALL), live=True),

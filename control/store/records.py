@@ -127,6 +127,7 @@ class TenantRecord:
     status: str
     cohort_id: int | None
     created_at: datetime
+    strict_priority: bool = False
 
 
 @dataclass(frozen=True)

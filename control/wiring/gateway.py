@@ -24,6 +24,7 @@ from control.api.twin import TwinEngine
 from control.config import Settings, get_settings
 from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
+from control.core.tenancy.config import TenancyManagerConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
@@ -131,23 +132,32 @@ def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> 
     """The live path's options from the gateway's settings: the resume age and capacity
     admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) and the canary's
     rollback margins (``LEGATO_CANARY_*``) into the core, the async runs' bound
-    (``LEGATO_ASYNC_RUN_TIMEOUT_S``) and, given ``settings``, the core's policies
+    (``LEGATO_ASYNC_RUN_TIMEOUT_S``), the strict-priority lead (``LEGATO_STRICT_PRIORITY_LEAD``)
+    into the tenancy half and, given ``settings``, the core's policies
     (:func:`~control.wiring.policies.policies_from_settings`)."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
-    canary = CanaryConfig(
+    core = replace(serving_core_config(), capacity_admission=admission,
+                   canary=_canary_config(gateway))  # fmt: skip
+    tenancy = TenancyManagerConfig(strict_priority_lead=gateway.strict_priority_lead)
+    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
+                          async_run_timeout_s=gateway.async_run_timeout_s,
+                          tenancy=tenancy)  # fmt: skip
+    if settings is None:
+        return options
+    policies = policies_from_settings(settings, core)
+    return replace(options, core_config=policies.core,
+                   tenancy=tenancy_of(policies, options.tenancy))  # fmt: skip
+
+
+def _canary_config(gateway: GatewaySettings) -> CanaryConfig:
+    """``LEGATO_CANARY_*``; a window below the sample count is raised to it (every judged
+    sample is kept)."""
+    return CanaryConfig(
         error_margin=gateway.canary_error_margin,
         p99_margin=gateway.canary_p99_margin,
         p99_min_delta_s=gateway.canary_p99_min_delta_s,
         min_samples=gateway.canary_min_samples,
         window=max(gateway.canary_window, gateway.canary_min_samples),
     )
-    core = replace(serving_core_config(), capacity_admission=admission, canary=canary)
-    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
-                          async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
-    if settings is None:
-        return options
-    policies = policies_from_settings(settings, core)
-    return replace(options, core_config=policies.core,
-                   tenancy=tenancy_of(policies, options.tenancy))  # fmt: skip

@@ -81,6 +81,7 @@ class LiveOptions:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     seed: int = 0
     core_config: CoreConfig = field(default_factory=serving_core_config)
+    #: the tenancy half's settings (fair share, the strict-priority lead)
     tenancy: TenancyManagerConfig = field(default_factory=TenancyManagerConfig)
     #: the run log's writer: group commit and its fast paths (each one switchable)
     writer: WriterConfig = field(default_factory=WriterConfig)
