@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
 from control.config import get_settings
-from control.core.autoscale_rules import autoscaling_problems
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import ValidationError
@@ -159,6 +158,10 @@ def autoscaling_allowed(model: Mapping[str, Any]) -> None:
     """Refuse ``min_replicas`` above ``max_replicas`` as the row would hold them (the message
     names both; the durations' own rules run before). Pure: raises ValidationError naming the
     field at fault, or returns None."""
+    # imported here: the ``legato`` command loads the services before it installs the native
+    # (compiled) core, and a core module imported earlier would run its Python source
+    from control.core.autoscale_rules import autoscaling_problems
+
     found = autoscaling_problems(model.get("min_replicas") or 0, model.get("max_replicas"),
                                  None, None)  # fmt: skip
     if found:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from control.api.settings import GatewayConfig
+from control.config import get_settings
 from control.core.canary_stats import CanaryConfig
 from control.executor import sources
 from control.executor.protocol import ModelRef
@@ -93,6 +94,7 @@ def canary_gateway(
     key = _seed(world.services)
     before = os.environ.get("LEGATO_MODEL_SOURCE_ROOTS")
     os.environ["LEGATO_MODEL_SOURCE_ROOTS"] = str(root)
+    get_settings.cache_clear()  # the gateway process checks sources too, with cached settings
     try:
         app = live_app(world, refs, GatewayConfig(admin_token=admin_token, sync_timeout_s=60),
                        memory_mib=2048, placement=[InitialReplica(BASELINE, "cpu:0")],
@@ -108,3 +110,4 @@ def canary_gateway(
             os.environ.pop("LEGATO_MODEL_SOURCE_ROOTS", None)
         else:
             os.environ["LEGATO_MODEL_SOURCE_ROOTS"] = before
+        get_settings.cache_clear()
