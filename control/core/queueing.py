@@ -101,7 +101,9 @@ def route(
         if session is None or session not in queues.sessions:
             return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     demand = _demand(step)
-    ctx = queues.routing_context(now, pol.latency, pol.config.transfer)
+    ctx = queues.routing_context(
+        now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
+    )
     candidates = fitting(pol, cluster, candidates, step.work.priority_class)
     choice = pol.routing.choose(demand, candidates, ctx)
     target: ReplicaRecord | None = None
@@ -237,7 +239,9 @@ def _bind(
     if len(rooms) == 1:
         rid = next(iter(rooms))
     else:
-        ctx = queues.routing_context(now, pol.latency, pol.config.transfer)
+        ctx = queues.routing_context(
+            now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
+        )
         choice = pol.routing.choose(_demand(step), [reps[r] for r in rooms], ctx)
         assert choice is not None  # candidates are non-empty
         rid = choice.score.replica_id

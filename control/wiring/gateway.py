@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
 from control.api.ports import WhatIfEngine
+from control.api.prompts import PROMPT_PREFIXES
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
 from control.config import get_settings
@@ -87,7 +88,7 @@ def gateway_app(
         inference=None if live is None else live.inference,
         live_config=None if live is None else live.live_config,
         whatif_engine=whatif_engine,
-        extras=extras,
+        extras={**(extras or {}), PROMPT_PREFIXES: live.prefixes} if live else extras,
         lifespan=lifespan,
     )
 
@@ -122,10 +123,12 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
 def live_options(gateway: GatewaySettings) -> LiveOptions:
     """The live path's options from the gateway's settings: the resume age and capacity
     admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) into the core, and the
-    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``)."""
+    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``); the prefix block size
+    (``LEGATO_PREFIX_BLOCK_TOKENS``) into the core and the gateway's prompt hashing alike."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
-    core = replace(serving_core_config(), capacity_admission=admission)
+    core = replace(serving_core_config(), capacity_admission=admission,
+                   prefix_block_tokens=get_settings().prefix_block_tokens)  # fmt: skip
     return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
                        async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip

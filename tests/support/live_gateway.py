@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
 
 from control.api.settings import GatewayConfig
+from control.core.context import CoreConfig
 from control.executor import sources
 from control.executor.host import ExecutorConfig, LocalExecutor
 from control.executor.protocol import DeviceInfo, ModelRef
@@ -89,10 +90,12 @@ def live_app(
     placement: Sequence[InitialReplica] | None = None,
     start_with_app: bool = False,
     devices: Sequence[DeviceInfo] | None = None,
+    core_config: CoreConfig | None = None,
 ) -> FastAPI:
     """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
     (not started unless ``start_with_app``: then its lifespan starts the live path);
-    ``devices``: one CPU worker each (default one, ``cpu:0``)."""
+    ``devices``: one CPU worker each (default one, ``cpu:0``); ``core_config``: the core's
+    policies (default the serving configuration)."""
     executor = LocalExecutor(
         ExecutorConfig(
             heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False
@@ -101,5 +104,7 @@ def live_app(
     )
     options = LiveOptions(model_refs=refs, placement=placement,
                           runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip
+    if core_config is not None:
+        options = replace(options, core_config=core_config)
     return gateway_app(world.services, config, executor, options,
                        spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip
