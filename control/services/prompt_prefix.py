@@ -30,6 +30,9 @@ from control.executor.protocol import ModelRef
 from control.services.live_catalog import LiveCatalog
 
 log = logging.getLogger(__name__)
+#: Prompts up to this many characters are tokenized on the event loop (well under a
+#: millisecond); longer ones in a thread, so a 200,000-character prompt stalls no other call.
+INLINE_CHARS = 8192
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,10 @@ class PromptPrefixes:
         ref = self.refs[model_key]
         if not sampling.get("templated") and chat_prompt.chat_enabled(tok, ref.options):
             text = chat_prompt.user_turn(tok, text)
-        ids = chat_prompt.encode(tok, text)
+        if len(text) > INLINE_CHARS:  # a long prompt is tokenized off the event loop
+            ids = await asyncio.to_thread(chat_prompt.encode, tok, text)
+        else:
+            ids = chat_prompt.encode(tok, text)
         return PromptShape(block_hashes(ids, self.block_tokens), len(ids))
 
     def _fed_prompt(self, workflow_key: str, payload: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -10,6 +10,7 @@ does not route by them): the "no prefix routing" baseline.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 
 from control.api.settings import GatewayConfig
+from control.commands.profile import _store as store_profile
 from control.core.routing.predicted_completion import PredictedCompletionConfig
 from control.executor import sources
 from control.executor.protocol import DeviceInfo, ModelRef
@@ -47,9 +49,13 @@ class PrefixFleet:
 def start_fleet(
     root: Path, template: Path, *, ref: ModelRef = TINY_CHAT, block_tokens: int = 16,
     use_prefix: bool = True, cache: Path | None = None, timeout_s: float = 60.0,
+    prefix_capacity_blocks: int = 4096, profile_rows: Sequence[Any] = (),
 ) -> PrefixFleet:  # fmt: skip
     """Seed (two CPU devices, the model, one tenant) and serve; returns once it listens.
-    ``cache``: where the models are (default a fresh folder under ``root``)."""
+    ``cache``: where the models are (default a fresh folder under ``root``);
+    ``prefix_capacity_blocks``: what the core assumes each replica's KV cache holds;
+    ``profile_rows``: the model's measured latency rows (``legato profile``'s), stored as that
+    command stores them, so the core predicts prefill times (and a hit's saving) from them."""
     world = live_world(root, template, archs=())
     if cache is not None:
         world = dataclasses.replace(world, cache=cache)
@@ -60,20 +66,23 @@ def start_fleet(
     for name in DEVICES:
         s.devices.create("test", name=name, node_id=node.id, kind="cpu", memory_mib=4096,
                          precisions=["fp32"], is_real=True)  # fmt: skip
-    s.models.create("test", name=MODEL, version="1", task="generate", weights_source="declared",
-                    weights_location="test model", memory_mib=600, max_batch_size=8,
-                    max_batch_tokens=8192)  # fmt: skip
+    model = s.models.create("test", name=MODEL, version="1", task="generate",
+                            weights_source="declared", weights_location="test model",
+                            memory_mib=600, max_batch_size=8, max_batch_tokens=8192)  # fmt: skip
+    if profile_rows:
+        store_profile(s, model.id, profile_rows)
     tenant = s.tenants.create("test", name="t", weight=1, priority_class="standard")
     key = s.api_keys.create_key("test", tenant.id).plaintext
     routing = PredictedCompletionConfig(use_prefix=use_prefix)
     core = dataclasses.replace(serving_core_config(), prefix_block_tokens=block_tokens,
-                               routing_config=routing)  # fmt: skip
+                               routing_config=routing,
+                               prefix_capacity_blocks=prefix_capacity_blocks)  # fmt: skip
     config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s)
     app = live_app(world, {KEY: ref}, config, memory_mib=4096,
                    placement=[InitialReplica(KEY, d) for d in DEVICES],
                    devices=[DeviceInfo(d, "cpu", i, 4096, cpu_core=i) for i, d in enumerate(DEVICES)],
                    start_with_app=True, core_config=core)  # fmt: skip
-    served = serve_in_thread(app)
+    served = serve_in_thread(app, start_timeout_s=120)  # two workers start on shared cores
     return PrefixFleet(served, served.url, key, ref, world.cache)
 
 
