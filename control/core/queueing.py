@@ -20,18 +20,20 @@ from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Catalog, Ids, Queues
 from control.core.routing.base import StepDemand
 from control.core.state import QueuedStep, ReplicaRecord
-from control.core.types import DeviceSpec, ModelSpec
+from control.core.types import BLOCK_TOKENS, DeviceSpec, ModelSpec
 
 
-def estimate(latency: LatencyModel, step: QueuedStep, rec: ReplicaRecord) -> None:
-    """Set ``step.est_us``: its share of a full batch on ``rec``'s device type."""
+def estimate(
+    latency: LatencyModel, step: QueuedStep, rec: ReplicaRecord, block_tokens: int = BLOCK_TOKENS
+) -> None:
+    """Set ``step.est_us``: its share of a full batch on ``rec``'s device type (its prompt
+    less the prefix blocks predicted to hit there: the replica prefills only the rest)."""
     dt = rec.device.accelerator
     if step.est_dt == dt and step.model_key == rec.model.key:
         return
-    b = rec.model.max_batch_size
+    b, tokens = rec.model.max_batch_size, step.prefill_tokens(block_tokens)
     step.est_us = max(
-        1,
-        service_us(latency, rec.model.key, dt, b, step.input_tokens, step.max_output_tokens) // b,
+        1, service_us(latency, rec.model.key, dt, b, tokens, step.max_output_tokens) // b
     )
     step.est_dt = dt
 
@@ -43,7 +45,7 @@ def enqueue(
     """Append to a replica's queue and mark the replica dirty. A new or moved step tells
     tenancy (on_enqueue) and its wait restarts; a ``bound`` step (taken from its model's
     pending queue) is already on tenancy's books and keeps its ready time."""
-    estimate(pol.latency, step, rec)
+    estimate(pol.latency, step, rec, pol.config.prefix_block_tokens)
     step.replica_id = rec.replica_id
     if not bound:
         step.arrival = now
@@ -141,7 +143,7 @@ def _park_or_scale(
     work shared by the replicas, plus the least loaded replica's own wait) exceeds loading a
     new replica on the cold pool: then it queues on that new replica."""
     first = candidates[0]
-    estimate(pol.latency, step, first)
+    estimate(pol.latency, step, first, pol.config.prefix_block_tokens)
     queue = queues.pending.get(first.model.key)
     backlog = (queue.us // len(candidates)) if queue is not None else 0
     if (
