@@ -43,7 +43,7 @@ from control.executor.protocol import ModelRef
 from db import migrate
 from tests.support.prefix_fleet import KEY, chat, start_fleet
 
-PROMPTS, CLIENTS, CALLS = 4, 2, 24
+PROMPTS, CLIENTS, CALLS = 4, 4, 15
 BLOCK_TOKENS = 16
 KV_BYTES_PER_TOKEN = 4 * 2 * 256 * 4  # layers x (key, value) x width x fp32
 CACHE_MIB = 6  # about two ~330-token prompts per replica (8 KiB of KV per token)

@@ -10,7 +10,7 @@ pool, a cold load is emitted and the step queues on the loading replica instead 
 
 from __future__ import annotations
 
-from control.core.binding import park, rooms_of, unpark
+from control.core.binding import held, park, rooms_of, unpark
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.headroom_fit import bind_kept, fitting, kept_rooms
@@ -100,7 +100,7 @@ def route(
     late = pol.config.binding.enabled
     if late and candidates:
         session = step.run.request.session_id if step.node.task == "generate" else None
-        if session is None or session not in queues.sessions:
+        if (session is None or session not in queues.sessions) and not held(step, candidates):
             return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     demand = _demand(step)
     ctx = queues.routing_context(
@@ -109,8 +109,8 @@ def route(
     candidates = fitting(pol, cluster, candidates, step.work.priority_class)
     choice = pol.routing.choose(demand, candidates, ctx)
     target: ReplicaRecord | None = None
-    if choice is not None and late and not choice.affinity:
-        # the guard moved the session: wait fairly
+    if choice is not None and late and not choice.affinity and not choice.score.hit_blocks:
+        # the guard moved the session, or the prefix's holder is too busy: wait fairly
         return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     counters = log.counters
     if choice is not None:

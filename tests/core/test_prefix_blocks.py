@@ -72,3 +72,36 @@ def test_the_predicted_saving_counts_block_tokens_of_the_routing_context():
     assert savings[16] == full - lat.forward_us("smollm2:1", D0.accelerator, 1, 2048 - 64)
     assert savings[512] == full - lat.forward_us("smollm2:1", D0.accelerator, 1, 0)
     assert 0 < savings[16] < savings[512]
+
+
+def test_a_replica_running_prefix_hits_is_predicted_busy_for_their_suffix_only():
+    """The replica holding a prefix runs a chat that hits it; the next chat of that prefix
+    arrives meanwhile. The running batch is predicted to end after its suffix's prefill (the
+    cached prefix is not computed again), so the holder still wins the next chat over the idle
+    replica, and the chat is bound to it at once rather than left for late binding, where the
+    idle replica would take it. Before, the holder looked busy for a whole prefill, and late
+    binding gave the chat to the replica free first: a cold prefill there."""
+    from control.core.actions import Dispatch
+    from control.core.batching.size_delay import SizeDelayConfig
+    from control.core.context import CoreConfig
+    from control.core.types import BatchResult, Request, StepResult
+    from tests.core.fakes import FcfsTenancy
+    from tests.support.builders import LLM, devices, make_core, single
+
+    config = CoreConfig(batching_config=SizeDelayConfig(max_queue_delay_s=0.0))
+    core = make_core(FcfsTenancy(), devs=devices(4, 2), workflows=[single(LLM)], config=config,
+                     replicas=[("smollm2:1", "d000"), ("smollm2:1", "d001")])  # fmt: skip
+    blocks = tuple(range(1, 5))  # 4 blocks of 512: the whole 2048-token prompt is shared
+
+    def chat(i: int, now: float) -> list[Dispatch]:
+        core.submit(Request(f"c{i}", "t1", "only-smollm2", prompt_tokens=2048,
+                            prefix_blocks=blocks), now)  # fmt: skip
+        return core.step(now).of_type(Dispatch)
+
+    (first,) = chat(0, 0.0)  # cold, on r0 (a tie broken by replica id)
+    core.complete(BatchResult(first.batch_id, 1000, (StepResult(first.items[0].key),)), 1.0)
+    core.step(1.0)
+    (hit,) = chat(1, 1.0)
+    assert hit.replica_id == first.replica_id and hit.items[0].predicted_hit_blocks == 4
+    assert not chat(2, 1.0001)  # the idle r1 does not take it: it waits for r0, the holder
+    assert [v.key for v in core.snapshot().queues[first.replica_id]] == ["c2/n/1"]
