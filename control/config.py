@@ -123,6 +123,37 @@ class Settings(BaseSettings):
         "10 s.",
     )
 
+    batching: Literal["queue_building", "size_delay", "adaptive"] = Field(
+        "queue_building",
+        description="Batching strategy of the live core: queue_building (waits for a batch to "
+        "fill only while requests keep arriving, up to the max delay), size_delay (always "
+        "waits up to the max delay unless full) or adaptive (batch size learnt against a "
+        "latency target). Changeable live: PATCH /admin/policies.",
+    )
+    batching_max_delay_s: float | None = Field(
+        None,
+        ge=0,
+        description="Longest time the oldest queued item waits for its batch to fill, in "
+        "seconds. Default: the strategy's own (queue_building 0.01, the others 0.005).",
+    )
+    routing: Literal["predicted_completion"] = Field(
+        "predicted_completion",
+        description="Routing strategy of the live core (the replica predicted to finish a "
+        "step first). Changeable live: PATCH /admin/policies.",
+    )
+    fair_share: Literal["vtc", "fcfs", "rate_limit"] = Field(
+        "vtc",
+        description="Fair-share policy between tenants: vtc (weighted virtual token counter), "
+        "fcfs or rate_limit (a request-rate limit, then FCFS). Changeable live: PATCH "
+        "/admin/policies.",
+    )
+    core_policies: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The core's configuration as a JSON object, the shape GET /admin/policies "
+        "shows (every field of the core's config, those fixed at start included), applied at "
+        "start over the named settings above.",
+    )
+
     model_source_roots: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
         description="Folders under which models registered with weights_source=path must lie "

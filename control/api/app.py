@@ -23,7 +23,16 @@ from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
 from control.api.ports import Inference, LiveConfig, WhatIfEngine
-from control.api.routes import admin, fidelity, health, rollout, usage
+from control.api.routes import (
+    admin,
+    canary,
+    fidelity,
+    health,
+    plans,
+    policies,
+    rollout,
+    usage,
+)
 from control.api.routes.resources import RESOURCES
 from control.api.settings import GatewayConfig
 from control.api.state import Gateway
@@ -90,9 +99,12 @@ def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
     for resource in RESOURCES:
         app.include_router(crud.crud_router(resource))
     app.include_router(admin.router)
+    app.include_router(plans.router)
     app.include_router(rollout.router)
+    app.include_router(canary.router)
     app.include_router(fidelity.router)
     app.include_router(usage.router)
+    app.include_router(policies.router)
     return hot
 
 

@@ -1,6 +1,7 @@
 """One router per admin resource, generated from a declarative :class:`Resource`.
 
-Each resource gets: a paginated, filtered list; get by id; create; partial update; and removal
+Each resource gets: a paginated, filtered list (an unknown filter is a 422 naming the known
+ones; a resource may bring its own list route); get by id; create; partial update; and removal
 (retire for entities with a status, delete for the rest). Routes are a few lines: convert the
 DTO, call one service method with the caller as actor, convert the record back. The services
 make every mutation one transaction with its audit record.
@@ -22,6 +23,7 @@ from control.api.deps import AdminDep, GatewayDep, PageDep
 from control.api.errors import ERROR_RESPONSES
 from control.api.live_feed import feed_change
 from control.api.pagination import page_of
+from control.api.query_guard import known_query
 from control.api.schemas.common import MAX_INT, Page
 from control.api.state import Gateway
 from control.services import Services
@@ -48,6 +50,8 @@ class Resource:
     create_extra: Callable[[Principal], dict[str, Any]] | None = None
     #: Called after every successful mutation (e.g. forget cached key checks).
     after_mutation: Callable[[Gateway], None] | None = None
+    #: A list route of its own (filters on live values), served instead of the generic one.
+    lister: Callable[..., Any] | None = None
     summary: str = field(default="")
 
 
@@ -104,7 +108,11 @@ def _add_reads(router: APIRouter, resource: Resource) -> None:
             service = resource.service(gw.services)
             return page_of(service.page(offset=page.offset, limit=page.limit), page, to_dto)
 
-    router.add_api_route("", list_items, methods=["GET"], summary=f"List {entity}s")
+    if resource.lister is not None:
+        list_items = resource.lister  # type: ignore[assignment]
+    guard = Depends(known_query(filters.model_fields if filters is not None else ()))
+    router.add_api_route("", list_items, methods=["GET"], summary=f"List {entity}s",
+                         dependencies=[guard])  # fmt: skip
 
     def get_item(gw: GatewayDep, item_id: id_type) -> out:  # type: ignore[valid-type]
         return to_dto(resource.service(gw.services).get(item_id))

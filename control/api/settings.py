@@ -68,12 +68,49 @@ class GatewaySettings(BaseSettings):
         description="Factor on the predicted delay before it is compared with the "
         "time left to the deadline (above 1: refuse earlier).",
     )
+    strict_priority_lead: int = Field(
+        20_000,
+        gt=0,
+        description="Cost units (per unit of weight) a strict-priority tenant may run ahead of "
+        "the least-served waiting tenant while its work overtakes their lower classes.",
+    )
     capacity_lower_class_path_s: float | None = Field(
         None,
         ge=0,
         description="Headroom for the most urgent class on the gateway's own path: lower "
         "classes are refused (429) while its predicted delay exceeds this many seconds "
         "(unset: off).",
+    )
+    canary_error_margin: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="A canary model version is rolled back automatically when its error rate "
+        "exceeds its baseline's by more than this (absolute; 0.05: five percentage points).",
+    )
+    canary_p99_margin: float = Field(
+        1.0,
+        ge=0,
+        description="A canary is rolled back automatically when its p99 step latency exceeds "
+        "its baseline's by more than this fraction of it (1.0: more than twice the baseline).",
+    )
+    canary_p99_min_delta_s: float = Field(
+        0.05,
+        ge=0,
+        description="...and only when the canary's p99 exceeds the baseline's by at least this "
+        "many seconds (tail latency over a few hundred steps is noisy).",
+    )
+    canary_min_samples: int = Field(
+        20,
+        ge=1,
+        description="Recent steps each variant (baseline and canary) needs before a canary is "
+        "judged.",
+    )
+    canary_window: int = Field(
+        200,
+        ge=1,
+        description="Most recent steps per variant a canary is judged on (at least "
+        "canary_min_samples).",
     )
     hot_routes: bool = Field(
         True,

@@ -11,7 +11,7 @@ import importlib
 import typer
 
 #: Command modules, in the order their commands appear in ``legato --help``.
-COMMAND_MODULES: tuple[str, ...] = ("up", "api", "serve", "profile", "sim", "console")
+COMMAND_MODULES: tuple[str, ...] = ("up", "api", "serve", "profile", "sim", "console", "plan")
 
 
 def register_all(app: typer.Typer) -> None:

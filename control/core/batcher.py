@@ -78,18 +78,29 @@ def _headroom_ok(
     pol: Policies, cluster: Cluster, queues: Queues, log: ActionLog, rec: ReplicaRecord,
     steps: list[QueuedStep],
 ) -> list[QueuedStep]:  # fmt: skip
-    """Steps allowed on a reserved device by the tenancy half's headroom check, in order."""
+    """Steps allowed on a reserved device by the tenancy half's headroom check, in order.
+
+    The pool is counted as the batch will find it when it starts: a static replica's own
+    running batch is left out (the batch is sent ahead only when that one is about to end,
+    and starts after it), as binding projects it (``headroom_fit.projected_usage``)."""
     if rec.device.device_id not in pol.reserved_devices:
         return steps
     usage = {}
     batches = cluster.batches
+    own = None if rec.model.continuous_batching else rec.replica_id
     for dev_id in sorted(pol.reserved_devices):
         dev = cluster.devices.get(dev_id)
         if dev is None:
             continue
         reps = [cluster.replicas[r] for r in dev.replicas]
         cap = sum(r.model.max_batch_size for r in reps) or 1
-        used = sum(len(batches[b].items) for r in reps for b in r.running if b in batches)
+        used = sum(
+            len(batches[b].items)
+            for r in reps
+            if r.replica_id != own
+            for b in r.running
+            if b in batches
+        )
         usage[dev_id] = PoolUsage(dev_id, cap, used)
     allowed = []
     for s in steps:
@@ -163,6 +174,8 @@ def form_batch(
     if picked is None:
         return
     ordered, formed = picked
+    if formed is None and rec.running and not rec.model.continuous_batching:
+        formed = _ahead(pol, rec, ordered)
     if formed is not None and rec.running and not ahead_worth_sending(pol, rec, ordered):
         return
     if formed is None:
@@ -194,6 +207,17 @@ def form_batch(
     rec.start_running(batch_id, n, now, start + predicted / 1e6, prefill_us / 1e6)
     mark_used(cluster, rec, now)
     arm_ahead(pol, timers, rec, now)
+
+
+def _ahead(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> FormedBatch:
+    """The batch a busy static replica is sent ahead when its policy would still wait: what
+    is queued, within the limits. Waiting for company is for a free replica (its device idles
+    meanwhile); a batch sent ahead waits behind the one in flight anyway, and holding it back
+    would leave the device idle for the completion's round trip. ``ahead_worth_sending``
+    still decides whether it goes."""
+    count, padded, _, _ = take_fitting(ordered, pol.batching.max_batch_size(rec.model),
+                                       rec.model.max_batch_tokens)  # fmt: skip
+    return FormedBatch(count, padded, f"{count} items sent ahead (the policy would wait)")
 
 
 def _predict(

@@ -31,6 +31,8 @@ class Cluster:
         #: device down -> its replicas to restore when it is up again (``core.restore``):
         #: (model, pool, replicas of the model serving before the loss, why it went down)
         self.lost: dict[str, list[tuple[ModelSpec, str, int, str]]] = {}
+        #: model key -> its autoscaling ``max_replicas``: no load adds a replica past it
+        self.replica_caps: dict[str, int] = {}
 
     def devices_changed(self) -> None:
         """Call after adding a device or replacing a device's spec (its pool may change)."""

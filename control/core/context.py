@@ -14,6 +14,7 @@ from typing import Any
 from control.core.batching.base import BatchPolicy
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
+from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
 from control.core.cluster import Cluster
 from control.core.latency import LatencyModel
@@ -26,6 +27,7 @@ from control.core.parts import (
     Queues,
     Rollouts,
     Runs,
+    Scaling,
     Timers,
 )
 from control.core.routing.base import RoutingPolicy
@@ -103,6 +105,12 @@ class CoreConfig:
         },
     )
 
+    canary: CanaryConfig = field(
+        default_factory=CanaryConfig,
+        metadata={"help": "when a canary version is rolled back automatically (margins over "
+                          "the baseline's error rate and p99, samples needed)"},
+    )  # fmt: skip
+
     def __post_init__(self) -> None:
         if not self.request_ids_kept_s > 0:
             raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
@@ -157,6 +165,7 @@ class CoreState:
         self.cluster = Cluster()
         self.queues = Queues()
         self.rollouts = Rollouts()
+        self.scaling = Scaling()
         self.ids = Ids()
         self.timers = Timers(self.ids)
         self.log = ActionLog()

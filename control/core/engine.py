@@ -18,7 +18,7 @@ import heapq
 import random
 from collections.abc import Callable, Iterable
 
-from control.core import rollout
+from control.core import canary, rollout
 from control.core.actions import PhaseView, StepPlan
 from control.core.batching.registry import make_batching
 from control.core.breakers import PROBE
@@ -34,12 +34,14 @@ from control.core.errors import (
     UnknownWorkflowError,
 )
 from control.core.events import (
+    CanaryChanged,
     CancelRun,
     DeviceDown,
     DeviceUp,
     ModelRegistered,
     OutputStarted,
     PlacementChanged,
+    PoliciesChanged,
     ReplicaBreakerChanged,
     ReplicaLoaded,
     ReplicaLoadFailed,
@@ -52,6 +54,7 @@ from control.core.fleet import apply_device_up, apply_replica_loaded
 from control.core.gauges import CoreGauges, build_gauges
 from control.core.latency import LatencyModel
 from control.core.phases import run_phases
+from control.core.policy_change import apply_policies
 from control.core.routing.registry import make_routing
 from control.core.run_bounds import RUN_BOUND, bound_live
 from control.core.snapshot import CoreSnapshot, build_snapshot
@@ -89,6 +92,14 @@ class ControlCore:
             ReplicaLoaded: self._on_replica_loaded,
             OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
+            PoliciesChanged: lambda e, now: apply_policies(
+                st.pol,
+                st.queues,
+                st.cluster,
+                st.log,
+                e,
+                now,  # type: ignore[arg-type]
+            ),
             DeviceDown: self._defer,
             CancelRun: self._defer,  # a run ends only inside step (its actions go in a plan)
             ReplicaLoadFailed: self._defer,
@@ -96,6 +107,7 @@ class ControlCore:
             ReplicaBreakerChanged: self._defer,
             PlacementChanged: self._on_placement,
             RollbackRequested: lambda e, now: st.inbox.placement_events.append(e),
+            CanaryChanged: self._on_canary,
         }
 
     # ----- recording (no decisions)
@@ -167,9 +179,9 @@ class ControlCore:
         theirs = self._st.pol.tenancy.next_wakeup(now)
         if theirs is not None and theirs > now and (best is None or theirs < best):
             best = theirs
-        idle = self._st.timers.idle_check_at
-        if idle is not None and idle > now and (best is None or idle < best):
-            best = idle
+        for idle in (self._st.timers.idle_check_at, self._st.scaling.check_at):
+            if idle is not None and idle > now and (best is None or idle < best):
+                best = idle
         return best
 
     def _timer_live(self, kind: str, ident: str) -> bool:
@@ -222,6 +234,11 @@ class ControlCore:
     def _on_model(self, event: object, now: float) -> None:
         model = event.model  # type: ignore[attr-defined]
         self._st.catalog.models[model.key] = model
+        caps = self._st.cluster.replica_caps  # autoscaling (``autoscaler``): on while capped
+        if model.max_replicas is None:
+            caps.pop(model.key, None)
+        else:
+            caps[model.key] = model.max_replicas
 
     def _on_workflow(self, event: object, now: float) -> None:
         spec = event.spec  # type: ignore[attr-defined]
@@ -241,6 +258,11 @@ class ControlCore:
         st = self._st
         rollout.check_placements(st.catalog, st.cluster, ev.placements, ev.splits)  # misuse raises
         st.inbox.placement_events.append(ev)
+
+    def _on_canary(self, event: object, now: float) -> None:
+        ev: CanaryChanged = event  # type: ignore[assignment]
+        canary.check(self._st.catalog, ev)  # misuse raises, naming the bad part
+        self._st.inbox.placement_events.append(ev)
 
     def _on_tenancy(self, event: object, now: float) -> None:
         config = event.config  # type: ignore[attr-defined]

@@ -77,3 +77,12 @@ class UnknownWorkflowError(CoreError, KeyError):
 class TimeWentBackwardsError(CoreError, ValueError):
     def __init__(self, now: float, last: float) -> None:
         super().__init__(f"now={now} is before the last step's now={last}")
+
+
+class InvalidCanaryError(CoreError, ValueError):
+    """A ``CanaryChanged`` the core cannot apply; ``field`` names the bad part."""
+
+    def __init__(self, field: str, value: object, why: str) -> None:
+        super().__init__(f"{field}={value!r}: {why}")
+        self.field = field
+        self.value = value

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from control.core.context import CoreConfig
 from control.core.dag.spec import DagSpec
 from control.core.tenancy.base import TenancyConfig
 from control.core.types import DeviceSpec, ModelSpec
@@ -104,12 +105,37 @@ class RollbackRequested:
 
 
 @dataclass(frozen=True)
+class CanaryChanged:
+    """Send ``fraction_ppm`` (parts per million) of the runs whose nodes name ``model_key`` to
+    ``canary_key`` instead (another version of the model), judged against the baseline and
+    rolled back automatically (:mod:`control.core.canary`); 0 ends the canary."""
+
+    model_key: str
+    canary_key: str
+    fraction_ppm: int
+    reason: str = "operator set a canary"
+
+
+@dataclass(frozen=True)
 class CancelRun:
     """The run's caller (its tenant or an admin) cancels it. Applied at the next step (after
     admission, before finished batches): the run ends ``cancelled`` (``run_stops.cancel``)."""
 
     request_id: str
     reason: str = "cancelled by its caller"
+
+
+@dataclass(frozen=True)
+class PoliciesChanged:
+    """The operator changed the core's policies while it runs (``control.core.policy_change``):
+    ``config`` replaces the core's configuration (batching and routing strategies and every
+    other knob) and, when ``fair_share`` is set, the tenancy half's fair-share policy is
+    replaced by that one (``fair_share_config``: its config, None for its defaults). Applied at
+    once and in whole, or refused (ValueError/TypeError naming the value) changing nothing."""
+
+    config: CoreConfig
+    fair_share: str | None = None
+    fair_share_config: object | None = None
 
 
 CoreEvent = (
@@ -125,5 +151,7 @@ CoreEvent = (
     | TenancyConfigChanged
     | PlacementChanged
     | RollbackRequested
+    | CanaryChanged
     | CancelRun
+    | PoliciesChanged
 )

@@ -8,7 +8,7 @@ driver under a backlog).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from control.core.cluster import Cluster
@@ -35,6 +35,9 @@ class CoreGauges:
     runs_in_flight: int
     preload: PreloadStats
     device_ids: tuple[str, ...]
+    #: autoscaling events so far (``control.core.autoscaler``): scale_out, scale_in, drained,
+    #: no_room (a scale-out found no device with room)
+    scale_events: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def preload_stats(cluster: Cluster) -> PreloadStats:
@@ -43,6 +46,9 @@ def preload_stats(cluster: Cluster) -> PreloadStats:
     hits, misses = preload["hits"], preload["misses"]
     rate = hits * 1000 // (hits + misses) if hits + misses else None
     return PreloadStats(preload["issued"], hits, misses, rate)
+
+
+SCALE_EVENTS = ("scale_out", "scale_in", "drained", "no_room")
 
 
 def build_gauges(st: CoreState) -> CoreGauges:
@@ -59,4 +65,5 @@ def build_gauges(st: CoreState) -> CoreGauges:
         len(st.runs.active),
         preload_stats(cluster),
         tuple(sorted(cluster.devices)),
+        MappingProxyType({e: st.log.counters[f"autoscale.{e}"] for e in SCALE_EVENTS}),
     )

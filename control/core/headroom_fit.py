@@ -40,7 +40,7 @@ def _running(cluster: Cluster, rec: ReplicaRecord) -> int:
     return total
 
 
-def _occupancy(pol: Policies, cluster: Cluster) -> dict[str, tuple[int, int]]:
+def occupancy(pol: Policies, cluster: Cluster) -> dict[str, tuple[int, int]]:
     """Reserved device id -> (slot capacity, slots running or bound) as they are now."""
     out: dict[str, tuple[int, int]] = {}
     replicas = cluster.replicas
@@ -97,7 +97,7 @@ def fits(pol: Policies, cluster: Cluster, rec: ReplicaRecord, priority_class: st
     """May one more step of ``priority_class`` be bound to ``rec`` now?"""
     if rec.device.device_id not in pol.reserved_devices:
         return True
-    usage = projected_usage(cluster, _occupancy(pol, cluster), rec)
+    usage = projected_usage(cluster, occupancy(pol, cluster), rec)
     return pol.tenancy.headroom_check(rec.device.device_id, priority_class, usage).allowed
 
 
@@ -132,8 +132,21 @@ def room_classes(
     pol: Policies, cluster: Cluster, rooms: Mapping[str, int]
 ) -> dict[str, frozenset[str]]:
     """Replica id -> the classes it may be bound to now, for every replica with room."""
-    reps, occupancy = cluster.replicas, _occupancy(pol, cluster)
-    return {rid: fitting_classes(pol, cluster, reps[rid], occupancy) for rid in rooms}
+    reps, occ = cluster.replicas, occupancy(pol, cluster)
+    return {rid: fitting_classes(pol, cluster, reps[rid], occ) for rid in rooms}
+
+
+def held_for(pol: Policies, cluster: Cluster, device_id: str, priority_class: str) -> bool:
+    """Does a reservation on ``device_id`` hold slots for ``priority_class``? (The guard lets
+    the class in, and not preemptibly, over the device full of preemptible work.)"""
+    occ = occupancy(pol, cluster)
+    if device_id not in occ:
+        return False
+    usage = {d: PoolUsage(d, cap, min(cap, n)) for d, (cap, n) in occ.items()}
+    cap = occ[device_id][0]
+    usage[device_id] = PoolUsage(device_id, cap, cap, cap)
+    verdict = pol.tenancy.headroom_check(device_id, priority_class, usage)
+    return verdict.allowed and not verdict.preemptible
 
 
 def kept_rooms(
@@ -141,9 +154,9 @@ def kept_rooms(
 ) -> dict[str, frozenset[str]] | None:
     """``room_classes``, or None when binding every room full could not make any of them
     refuse a class (no reservation holds anything back here: bind as usual, all at once)."""
-    reps, occupancy = cluster.replicas, _occupancy(pol, cluster)
+    reps, occ = cluster.replicas, occupancy(pol, cluster)
     for rid in rooms:
-        if fitting_classes(pol, cluster, reps[rid], occupancy, rooms) != ALL_CLASSES:
+        if fitting_classes(pol, cluster, reps[rid], occ, rooms) != ALL_CLASSES:
             return room_classes(pol, cluster, rooms)
     return None
 

@@ -2,17 +2,20 @@
 
 Scale-to-zero: when ``CoreConfig.scale_to_zero_idle_s`` is set, every replica of a model that
 had no work for that long is evicted (never during a rollout, never with work queued or in
-flight); the next request of the model cold-starts it through the normal cold-load path.
+flight); the next request of the model cold-starts it through the normal cold-load path. A model with
+autoscaling settings (``control.core.autoscaler``) follows its own ``idle_s`` instead.
 
 Canary: a traffic split maps the model key a workflow names to served versions with integer
 weights; a run's version is a stable hash of its request id, so every node and retry of a run
-uses one version, and the share of runs per version follows the weights.
+uses one version, and the share of runs per version follows the weights. A live canary
+(:mod:`control.core.canary`) is picked the same way (:func:`pick_canary`), before any split.
 """
 
 from __future__ import annotations
 
 import zlib
 
+from control.core.canary_stats import RUNNING, hash_point
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.loads import evict
@@ -37,7 +40,8 @@ def scale_to_zero(
     for model_key in sorted(cluster.by_model):
         reps = list(cluster.by_model[model_key].values())
         if (
-            not reps
+            model_key in cluster.replica_caps  # autoscaled: its own idle_s decides
+            or not reps
             or len(queues.pending.get(model_key, ()))
             or any(r.running or r.queue or r.state != ReplicaState.READY for r in reps)
         ):
@@ -54,6 +58,14 @@ def scale_to_zero(
     timers.idle_check_at = check_at
 
 
+def served_key(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
+    """The model key a step is served by: a canary's choice (``pick_canary``), then a
+    rollout's weighted split (``pick_variant``), else its own key."""
+    if catalog.canaries:
+        step.model_key = pick_canary(catalog, cluster, step) or step.model_key
+    return pick_variant(catalog, step) if catalog.splits else step.model_key
+
+
 def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
     """The served model key for a step: its own key, or a canary version by weight."""
     key = step.model_key or ""
@@ -67,3 +79,22 @@ def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
             return variant
         point -= weight
     return split[-1][0]
+
+
+def pick_canary(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
+    """The model key for a step whose node names a model with a canary: the canary for the
+    runs its fraction covers (stable per request id), else the baseline. The baseline also
+    serves a run that failed on the canary once (``off_canary``) and every run while no
+    replica of the canary is loaded and routable (loading, its breaker open): the canary
+    takes traffic only when it can serve it. None: the node's model has no canary."""
+    base = step.node.model or ""
+    c = catalog.canaries.get(base)
+    if c is None:
+        return None
+    if c.state != RUNNING or step.run.off_canary:
+        return base
+    if hash_point(step.run.request.request_id) >= c.fraction_ppm:
+        return base
+    ready = any(r.routable and r.state == ReplicaState.READY
+                for r in cluster.by_model.get(c.canary_key, {}).values())  # fmt: skip
+    return c.canary_key if ready else base

@@ -126,8 +126,12 @@ def start_load(
 
     ``device`` pins the target (it must be a cold-pool device with room). With ``fallback`` and
     no up cold-pool device at all, the least-busy device with room takes the load (the reason
-    says so). Returns None, emitting nothing, when no device can hold the model.
+    says so). Returns None, emitting nothing, when no device can hold the model or the model
+    already has its autoscaling ``max_replicas`` serving (``cluster.replica_caps``).
     """
+    cap = cluster.replica_caps.get(model.key)
+    if cap is not None and len(cluster.serving(model.key)) >= cap:
+        return None
     where = _where(cluster, model, device, fallback, now)
     if where is None:
         return None

@@ -4,12 +4,14 @@ A phase is handed the parts it may read or change (see ``phases``), so its signa
 it touches. The fleet's part, ``Cluster`` (devices, replicas, the batches they run, the loads the
 core issued), lives in ``cluster``; the configuration and policies in ``context.Policies``.
 
-- ``Catalog``: what can be served (models, workflows, canary splits) and the run-estimate memo.
+- ``Catalog``: what can be served (models, workflows, canary splits, live canaries) and the
+  run-estimate memo.
 - ``Inbox``: inputs recorded between steps, taken by the phases of the next one.
 - ``Runs``: runs in progress and every live step attempt of them.
 - ``Queues``: ready work not yet dispatched, and the marks saying which replicas to look at.
 - ``Ids`` and ``Timers``: the sequence that names what the core creates, and its wake-ups.
 - ``Rollouts``: the active (or last) rollout and the placements held before.
+- ``Scaling``: autoscaling's drains and idle checks.
 - ``ActionLog``: the actions decided in the current step, under their phase, and the counters.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from control.core.actions import Action
 from control.core.dag.compiled import CompiledDag
@@ -28,6 +31,9 @@ from control.core.routing.transfer import TransferCosts
 from control.core.state import QueuedStep, RunRecord
 from control.core.types import BatchResult, ModelSpec, Request
 from control.core.window import RecentKeys
+
+if TYPE_CHECKING:
+    from control.core.canary import Canary
 
 #: How long (core seconds) a request id is remembered after its submission for the duplicate
 #: check (an active run's id is refused for as long as it runs, see ``ControlCore.submit``):
@@ -46,13 +52,15 @@ Target = dict[Slot, tuple[int, str]]
 
 class Catalog:
     """Models and workflows registered, the canary splits that map a model key to its served
-    versions (set when a rollout completes), and the memo of run estimates: (workflow, prompt
+    versions (set when a rollout completes), the live canaries by baseline model key
+    (:mod:`control.core.canary`, kept after they end), and the memo of run estimates: (workflow, prompt
     tokens, output tokens) -> (est tokens, est cost), a pure cache of the workflows here."""
 
     def __init__(self) -> None:
         self.models: dict[str, ModelSpec] = {}
         self.workflows: dict[str, CompiledDag] = {}
         self.splits: Splits = {}
+        self.canaries: dict[str, Canary] = {}
         self.estimates: dict[tuple[str, int, int], tuple[int, int]] = {}
 
     def add_workflow(self, name: str, dag: CompiledDag) -> None:
@@ -160,6 +168,18 @@ class Timers:
 
     def due(self, now: float) -> bool:
         return bool(self.heap) and self.heap[0][0] <= now
+
+
+class Scaling:
+    """Autoscaling's books (``autoscaler``): the replicas it drains (no new work; evicted once
+    nothing is queued or in flight on them), when each model last scaled in, and its next
+    idle check (a wake-up)."""
+
+    def __init__(self) -> None:
+        self.draining: set[str] = set()
+        self.scaled_in_at: dict[str, float] = {}
+        self.served: set[str] = set()  # models that had a ready replica (min_replicas applies)
+        self.check_at: float | None = None
 
 
 @dataclass

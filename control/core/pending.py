@@ -61,6 +61,14 @@ class PendingQueue(Generic[S]):
         self.entries[step.key] = entry
         self.us += step.est_us
 
+    def rekey(self, tenancy: TenancyPolicy) -> None:
+        """Sort every tenant's steps again by ``tenancy``'s ``queue_key``: after the fair-share
+        policy was replaced, the keys the steps were filed under are the old policy's."""
+        for own in self.by_tenant.values():
+            own[:] = sorted((tenancy.queue_key(step.work), seq, step) for _, seq, step in own)
+            for entry in own:
+                self.entries[entry[2].key] = entry
+
     def remove(self, step: S) -> bool:
         """Drop one step (cancelled run, re-routed); False when it is not here."""
         entry = self.entries.pop(step.key, None)

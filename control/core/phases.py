@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import heapq
 
-from control.core import rollout
+from control.core import canary, rollout
+from control.core.autoscaler import autoscale
 from control.core.batcher import arm_ahead, dispatch_tool, form_batch
 from control.core.breakers import PROBE, breaker_changed, probe_due
 from control.core.cluster import Cluster
 from control.core.context import CoreState, Policies
 from control.core.events import (
+    CanaryChanged,
     CancelRun,
     DeviceDown,
     DeviceUp,
@@ -26,6 +28,7 @@ from control.core.events import (
     ReplicaLoadFailed,
 )
 from control.core.fleet import apply_device_up, device_down, fail_replica
+from control.core.headroom_preempt import reclaim_headroom
 from control.core.lifecycle import scale_to_zero
 from control.core.parts import ActionLog, Catalog, Ids, Inbox, Queues, Rollouts, Runs, Timers
 from control.core.queueing import bind_pending, route
@@ -34,6 +37,7 @@ from control.core.run_bounds import RUN_BOUND, arm_bound, expire
 from control.core.run_stops import cancel, preempt
 from control.core.runs import admit, fail_step, on_item_done
 from control.core.stealer import steal_phase
+from control.core.step_timeouts import time_out
 from control.core.types import BatchResult
 
 
@@ -46,7 +50,7 @@ def run_phases(st: CoreState, now: float) -> None:
         admission(pol, catalog, inbox, runs, cluster, queues, timers, ids, log, now)
     log.phase = "completions"
     if inbox.deferred or inbox.completed:
-        completions(pol, inbox, runs, cluster, queues, timers, log, now)
+        completions(pol, catalog, inbox, runs, cluster, queues, timers, log, now)
     log.phase = "timeouts"
     if timers.due(now):
         fire_timers(pol, runs, cluster, queues, timers, log, now)
@@ -57,6 +61,10 @@ def run_phases(st: CoreState, now: float) -> None:
     if rolling or pol.config.scale_to_zero_idle_s is not None:
         # otherwise nothing to roll out and nothing scales to zero
         placement(pol, catalog, inbox, cluster, queues, rollouts, timers, ids, log, now)
+    if cluster.replica_caps or st.scaling.draining:  # per-model autoscaling, after rollouts
+        autoscale(pol, catalog, cluster, queues, rollouts, st.scaling, ids, log, now)
+    if catalog.canaries:  # a canary worse than its baseline is rolled back before routing
+        canary.judge(pol, catalog, cluster, queues, log, now)
     log.phase = "loads"
     if cluster.lost:  # devices back up: their replicas first, so routing waits for them
         restore_lost(pol, cluster, ids, log, now)
@@ -93,8 +101,8 @@ def admission(
 
 
 def completions(
-    pol: Policies, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers,
-    log: ActionLog, now: float,
+    pol: Policies, catalog: Catalog, inbox: Inbox, runs: Runs, cluster: Cluster, queues: Queues,
+    timers: Timers, log: ActionLog, now: float,
 ) -> None:  # fmt: skip
     """Apply deferred fleet events (lost replicas: their steps are routed again or retried),
     then finished batches (their replicas free up, their steps advance): takes
@@ -106,25 +114,31 @@ def completions(
         elif isinstance(ev, DeviceUp):  # it came back after a Down of this same step
             apply_device_up(cluster, ev.device)
         elif isinstance(ev, ReplicaBreakerChanged):
+            if ev.open and catalog.canaries:
+                why = f"breaker of {ev.replica_id} opened: {ev.reason or 'repeated failures'}"
+                canary.on_broken(catalog, cluster, ev.replica_id, why)
             breaker_changed(pol, cluster, queues, timers, log, ev, now)
         elif isinstance(ev, CancelRun):
             cancel(pol, runs, cluster, queues, log, ev, now)
         elif isinstance(ev, ReplicaLoadFailed):
             why = f"load failed: {ev.error}"
+            if catalog.canaries:
+                canary.on_broken(catalog, cluster, ev.replica_id, why)
             fail_replica(pol, runs, cluster, queues, log, ev.replica_id, why, now)
         else:
             rid: str = ev.replica_id  # type: ignore[attr-defined]
             fail_replica(pol, runs, cluster, queues, log, rid, "replica unloaded", now)
     done, inbox.completed = inbox.completed, []
     for result, _at in done:
-        batch_done(pol, runs, cluster, queues, timers, log, result, now)
+        batch_done(pol, catalog, runs, cluster, queues, timers, log, result, now)
 
 
 def batch_done(
-    pol: Policies, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers, log: ActionLog,
-    result: BatchResult, now: float,
+    pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, timers: Timers,
+    log: ActionLog, result: BatchResult, now: float,
 ) -> None:  # fmt: skip
-    """Free the batch's replica and advance (or retry) each of its live steps."""
+    """Free the batch's replica and advance (or retry) each of its live steps; a step that
+    failed on a canary is retried on the baseline (``canary.on_result``)."""
     batch = cluster.batches.pop(result.batch_id, None)
     if batch is None:
         return
@@ -141,6 +155,10 @@ def batch_done(
         if not runs.is_live(step):
             continue  # stale attempt (timed out, run ended)
         res = reported.get(step.key)
+        if catalog.canaries and canary.on_result(catalog, step, res is not None and res.ok, now):
+            why = f"failed on canary {step.model_key}: {res.error if res else 'no result'}"
+            fail_step(pol, runs, cluster, queues, log, step, why, now, lost=True)
+            continue
         at = (dev, batch.replica_id) if rec or res is None or not res.held_on else res.held_on
         on_item_done(pol, runs, cluster, queues, log, step, res, at[0], at[1], now)
 
@@ -150,8 +168,8 @@ def fire_timers(
     now: float,
 ) -> None:  # fmt: skip
     """Fire due timers: batching deadlines and dispatch-ahead points mark their replica dirty;
-    a step still in flight at its timeout fails (and may be retried); a run still going at its
-    bound ends ``timed_out`` (``run_bounds``)."""
+    a step still in flight at its timeout is retried at once elsewhere (``step_timeouts``); a
+    run still going at its bound ends ``timed_out`` (``run_bounds``)."""
     heap = timers.heap
     while heap and heap[0][0] <= now:
         _, _, kind, ident = heapq.heappop(heap)
@@ -166,9 +184,7 @@ def fire_timers(
             continue
         step = runs.steps.get(ident)
         if step is not None and step.batch_id is not None:
-            log.counters["steps.timed_out"] += 1
-            why = f"timed out after {step.node.timeout_s} s"
-            fail_step(pol, runs, cluster, queues, log, step, why, now)
+            time_out(pol, runs, cluster, queues, log, step, now)
 
 
 def reclaims(
@@ -185,12 +201,14 @@ def placement(
     pol: Policies, catalog: Catalog, inbox: Inbox, cluster: Cluster, queues: Queues,
     rollouts: Rollouts, timers: Timers, ids: Ids, log: ActionLog, now: float,
 ) -> None:  # fmt: skip
-    """Start or roll back rollouts (takes ``inbox.placement_events``), advance the active one
-    (loads, drains and moves in ``cluster`` and ``queues``; splits in ``catalog`` when it
+    """Start or roll back rollouts and set canaries (takes ``inbox.placement_events``), advance
+    the active rollout (loads, drains and moves in ``cluster`` and ``queues``; splits in ``catalog`` when it
     completes), scale idle models to zero (``timers.idle_check_at``: the next check)."""
     events, inbox.placement_events = inbox.placement_events, []
     for ev in events:
-        if isinstance(ev, PlacementChanged):
+        if isinstance(ev, CanaryChanged):
+            canary.change(pol, catalog, cluster, queues, ids, log, ev, now)
+        elif isinstance(ev, PlacementChanged):
             target = {(m, tuple(d)): (n, pool) for m, d, n, pool in ev.placements}
             splits = dict(ev.splits)
             rollout.begin(catalog, cluster, rollouts, log, ev.plan_id, target, splits, ev.reason,
@@ -206,7 +224,8 @@ def routing(
     pol: Policies, catalog: Catalog, runs: Runs, cluster: Cluster, queues: Queues, ids: Ids,
     log: ActionLog, now: float,
 ) -> None:  # fmt: skip
-    """Route new ready steps (tools to the host), then bind pending work late: takes
+    """Route new ready steps (tools to the host), take borrowed headroom back for the classes
+    it is held for (``headroom_preempt``), then bind pending work late: takes
     ``queues.ready``; steps go to replica queues, pending queues, ``queues.tools`` or
     ``queues.unplaced``, and cold loads may start."""
     ready, queues.ready = queues.ready, []
@@ -217,6 +236,7 @@ def routing(
             queues.tools.append(step)
         else:
             route(pol, catalog, cluster, queues, ids, log, step, now)
+    reclaim_headroom(pol, runs, cluster, queues, log, now)
     bind_pending(pol, catalog, cluster, queues, ids, log, now)
 
 

@@ -15,7 +15,7 @@ from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.headroom_fit import bind_kept, fitting, kept_rooms
 from control.core.latency import LatencyModel, service_us
-from control.core.lifecycle import pick_variant
+from control.core.lifecycle import served_key
 from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Catalog, Ids, Queues
 from control.core.routing.base import StepDemand
@@ -93,8 +93,7 @@ def route(
 ) -> bool:  # fmt: skip
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
-    if catalog.splits:
-        step.model_key = pick_variant(catalog, step)
+    step.model_key = served_key(catalog, cluster, step)
     model = catalog.models[step.model_key or ""]
     candidates = cluster.serving(model.key)
     late = pol.config.binding.enabled

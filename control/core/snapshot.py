@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from control.core.canary_stats import CanaryView
 from control.core.cluster import Cluster
 from control.core.context import CoreState, Policies
 from control.core.gauges import PreloadStats, preload_stats
@@ -124,6 +125,8 @@ class CoreSnapshot:
     pending: Mapping[str, tuple[QueuedStepView, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # baseline model key -> its canary (running or last ended), see ``control.core.canary``
+    canaries: Mapping[str, CanaryView] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _run_view(run: RunRecord) -> RunView:
@@ -285,4 +288,5 @@ def build_snapshot(st: CoreState) -> CoreSnapshot:
         cold_starts=counters["loads.cold_starts"],
         cold_starts_avoided=preload.hits,
         pending=MappingProxyType(pending),
+        canaries=MappingProxyType({k: c.view() for k, c in sorted(st.catalog.canaries.items())}),
     )

@@ -160,6 +160,13 @@ class ReplicaRecord:
         self._refresh_busy(now)
         return True
 
+    def presume_busy(self, batch_id: str, until: float, now: float) -> None:
+        """A batch of this replica outlived its step's timeout: presume it runs until
+        ``until`` (nothing is sent ahead to it, routing prices its wait) unless it ends first."""
+        if batch_id in self.running:
+            self.running[batch_id] = max(self.running[batch_id], until)
+            self._refresh_busy(now)
+
     def _refresh_busy(self, now: float) -> None:
         # busy_until: when the replica can next START new work (what routing, binding and
         # stealing compare): the end of the last batch sent to a static replica; now while a
@@ -214,3 +221,4 @@ class RunRecord:
     status: str = "running"
     fault: str | None = None  # ``bad_input``: an unusable input failed the run,
     fault_field: str | None = None  # this one (as the caller names it), when known
+    off_canary: bool = False  # a step failed on a canary: the run uses the baseline from now

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
+from control.core.autoscale_rules import autoscaling_problems
 from control.core.values import keeps_dict, value
 
 #: Model tasks a workflow node can run.
@@ -58,6 +59,14 @@ class ModelSpec:
     #: in Sarathi-Serve and vLLM). Smaller chunks bound the stall per token; each chunk costs a
     #: forward of its own, so the prefill itself takes somewhat longer.
     prefill_chunk_tokens: int = 0
+    #: Autoscaling (``control.core.autoscaler``), on while ``max_replicas`` is set: between
+    #: ``min_replicas`` and ``max_replicas`` replicas; one more when the predicted queue delay
+    #: exceeds ``scale_out_delay_s`` (None: no scale-out on backlog); one fewer, drained, after
+    #: ``idle_s`` without work (None: no scale-in), down to zero when ``min_replicas`` is 0.
+    min_replicas: int = 0
+    max_replicas: int | None = None
+    scale_out_delay_s: float | None = None
+    idle_s: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -94,6 +103,9 @@ class ModelSpec:
             self.prefill_chunk_tokens,
             "chunked prefill needs continuous_batching (the decode loop it interleaves with)",
         )
+        scaling = (self.min_replicas, self.max_replicas, self.scale_out_delay_s, self.idle_s)
+        for name, why in autoscaling_problems(*scaling):
+            raise ValueError(f"ModelSpec.{name}={getattr(self, name)!r}: {why}")
 
     @property
     def key(self) -> str:

@@ -13,11 +13,14 @@ must be fetched first) runs as a task that puts its outcome into the driver's in
 * ``Preempt``: its in-flight steps are cancelled on the executor (best effort: steps not yet
   started come back ``cancelled``; running ones finish and their results are ignored by the
   core).
+* ``StepRetried`` under a fresh key (a timeout) and ``StepPreempted`` (borrowed headroom taken
+  back): the abandoned attempt is cancelled, counted and noted on the run (``reissues``).
 * Rollouts: a rollout's loads and evictions are plain ``LoadModel``/``EvictReplica``.
   ``ReplicaRoutable`` and ``DrainReplica`` need nothing on the executor (the core stops routing
   to a draining replica and moves its queue; work in flight finishes; ``EvictReplica`` follows),
   so they are only logged. ``RolloutTransition`` is handed to ``on_rollout`` (given to the
-  constructor) so the service layer can audit it and update the plan's status.
+  constructor) so the service layer can audit it and update the plan's status; so is
+  ``CanaryTransition`` (a canary set, ended or rolled back by the core), to be audited.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from control.clock import SYSTEM_CLOCK, Clock
 from control.core.actions import (
+    CanaryTransition,
     Dispatch,
     DrainReplica,
     EvictReplica,
@@ -38,6 +42,8 @@ from control.core.actions import (
     ReplicaRoutable,
     RolloutTransition,
     RunFinished,
+    StepPreempted,
+    StepRetried,
 )
 from control.core.events import ReplicaLoaded, ReplicaLoadFailed
 from control.executor.protocol import Executor, ExecutorError, ModelRef
@@ -46,6 +52,7 @@ from control.runtime import mapping
 from control.runtime.completions import Completions, call_now
 from control.runtime.dispatch import HOST, Dispatcher
 from control.runtime.metrics import RuntimeMetrics
+from control.runtime.reissues import Reissues
 from control.runtime.run_ends import RunEnds
 from control.runtime.state import Ingest, Record, RunState
 
@@ -57,8 +64,8 @@ __all__ = ["HOST", "Actuator"]
 class Actuator:
     """Carries out plans on ``executor``. ``put`` queues records for the driver; ``later``
     runs bookkeeping that need not precede a run's answer (``Driver.later``; at once by
-    default); ``on_rollout`` is called with every ``RolloutTransition`` on the loop thread and
-    must not block; ``clock`` is where time is read (host tools' durations, runs' wall
+    default); ``on_rollout`` is called with every ``RolloutTransition`` and
+    ``CanaryTransition`` on the loop thread and must not block; ``clock`` is where time is read (host tools' durations, runs' wall
     time)."""
 
     def __init__(
@@ -92,6 +99,7 @@ class Actuator:
                                      put, self.spawn, stream_tokens=stream_tokens, clock=clock)  # fmt: skip
         self.run_ends = RunEnds(executor, completions, runs, self.stores, metrics, self.spawn,
                                 later=later, clock=clock)  # fmt: skip
+        reissues = Reissues(executor, completions, runs, metrics)
         self._apply: dict[type, Callable[[Any, float], None]] = {
             Dispatch: self.dispatcher.dispatch,
             LoadModel: self._load,
@@ -102,6 +110,9 @@ class Actuator:
             ReplicaRoutable: self._routable,
             DrainReplica: self._drain,
             RolloutTransition: self._rollout,
+            StepRetried: reissues.retried,
+            StepPreempted: reissues.preempted,
+            CanaryTransition: self._rollout,
         }
 
     def _kind_of(self, run_id: str, node_id: str) -> str:
@@ -133,7 +144,7 @@ class Actuator:
     def _carry_out(self, action, now: float) -> None:  # noqa: ANN001
         handler = self._apply.get(type(action))
         if handler is None:
-            return  # MoveStep, StepRetried: bookkeeping inside the core
+            return  # MoveStep: bookkeeping inside the core
         try:
             handler(action, now)
         except Exception:  # one bad action must not stop the loop: log, go on
@@ -185,8 +196,9 @@ class Actuator:
         log.info("draining %s of %s on %s: %s", a.replica_id, a.model_key,
                  ",".join(a.device_ids), a.reason)  # fmt: skip
 
-    def _rollout(self, a: RolloutTransition, now: float) -> None:
-        log.info("rollout %s: %s -> %s (%s)", a.plan_id, a.from_state or "-", a.to_state, a.reason)
+    def _rollout(self, a: RolloutTransition | CanaryTransition, now: float) -> None:
+        what = a.plan_id if isinstance(a, RolloutTransition) else f"canary {a.canary_key}"
+        log.info("rollout %s: %s -> %s (%s)", what, a.from_state or "-", a.to_state, a.reason)
         if self.on_rollout is not None:
             self.on_rollout(a)
 

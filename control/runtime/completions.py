@@ -6,7 +6,8 @@ batches in flight: an item result is matched to every batch waiting for its idem
 (the executor runs a key once even when a retry of it was dispatched again), and a batch is
 complete when all its items are back.
 
-Exactly-once usage: a step is billed on the first successful completion of its idempotency key,
+Exactly-once usage: a step is billed on the first successful completion of its idempotency key
+(of its node's key, for an attempt reissued under a fresh one: ``dag.reissue.billing_key``),
 never for a failed attempt and never for a replayed answer. The keys billed are remembered in a
 bounded window (:class:`~control.core.window.RecentKeys`, 64-bit digests, about 20 bytes a key):
 for ``billed_window_s`` of the runtime's clock after billing, and in any case while their run
@@ -28,6 +29,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from control.core.dag.reissue import billing_key
 from control.core.events import DeviceDown, OutputStarted, ReplicaBreakerChanged, ReplicaUnloaded
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS, StepResult
@@ -153,7 +155,10 @@ class Completions:
         return [Complete(pb.batch_result())]
 
     def first_bill(self, key: str, run_id: str, now: float) -> bool:
-        """Whether ``key`` is billed now for the first time (then it is remembered)."""
+        """Whether ``key`` is billed now for the first time (then it is remembered). Attempts
+        reissued under a fresh key (a timeout's retry, a preempted step: ``dag.reissue``) share
+        their node's bill: the first of them to succeed is billed, a late one never."""
+        key = billing_key(key)
         self.billed.prune(now)
         if key in self.billed:
             return False

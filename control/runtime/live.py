@@ -8,11 +8,11 @@ ends everything. All methods are called on the runtime's event loop.
 
 The usage sink receives one :class:`UsageRecord` per step that ran (exactly once per
 idempotency key), on the loop thread, so the API can append ledger entries. ``on_rollout``
-receives every ``RolloutTransition`` the core reports, on the loop thread (it must not block);
-``on_device_joined`` every device that joins the fleet, ``on_device_left`` each gone for good
-(:mod:`control.runtime.joins`), likewise. Time is read from the runtime's
-:class:`~control.clock.Clock`, which its driver and actuator share (runs' submission and wall
-times, the driver's ``now``).
+receives every ``RolloutTransition`` and ``CanaryTransition`` the core reports, on the loop
+thread (it must not block); ``on_device_joined`` every device that joins the fleet,
+``on_device_left`` each gone for good (:mod:`control.runtime.joins`), likewise. Time is read
+from the runtime's :class:`~control.clock.Clock`, which its driver and actuator share (runs'
+submission and wall times, the driver's ``now``).
 """
 
 from __future__ import annotations

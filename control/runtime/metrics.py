@@ -85,6 +85,7 @@ class RuntimeMetrics:
         )
         self._executor_counters(r)
         self._generate_figures(r)
+        self._scaling_gauges(r)
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
         self._resolve_children_once()
@@ -102,6 +103,16 @@ class RuntimeMetrics:
             ["model"], registry=r,
         )  # fmt: skip
 
+    def _scaling_gauges(self, r: CollectorRegistry) -> None:
+        self.preload_hit_rate = Gauge(
+            "legato_preload_hit_rate", "Speculative preloads used before their eviction, over "
+            "the preloads issued (0 before any)", registry=r,
+        )  # fmt: skip
+        self.scale_events = Gauge(
+            "legato_scale_events", "Autoscaling events so far: scale_out (a replica added), "
+            "scale_in (one drained), drained (evicted once empty), no_room", ["event"], registry=r,
+        )  # fmt: skip
+
     def _executor_counters(self, r: CollectorRegistry) -> None:
         self.workers_down = Counter(
             "legato_worker_down", "Worker crashes or hangs detected", ["device"], registry=r
@@ -109,6 +120,11 @@ class RuntimeMetrics:
         self.moved_bytes = Counter(
             "legato_moved_bytes", "Bytes of step inputs moved here from another worker "
             "(shared memory, or Ray's object store across actors and nodes)", ["model"],
+            registry=r,
+        )  # fmt: skip
+        self.preemptions = Counter(
+            "legato_preemptions", "Steps taken back from borrowed headroom and requeued, by "
+            "the priority class and tenant of the preempted work", ["priority_class", "tenant"],
             registry=r,
         )  # fmt: skip
         self.breaker_changes = Counter(
@@ -154,6 +170,9 @@ class RuntimeMetrics:
     def breaker(self, state: str) -> None:
         self.breaker_changes.labels(state).inc()
 
+    def preempted(self, priority_class: str, tenant: str) -> None:
+        self.preemptions.labels(priority_class, tenant).inc()
+
     def worker_down(self, device: str) -> None:
         self.workers_down.labels(device).inc()
 
@@ -166,6 +185,10 @@ class RuntimeMetrics:
         self.preload.labels("issued").set(gauges.preload.issued)
         self.preload.labels("hits").set(gauges.preload.hits)
         self.preload.labels("misses").set(gauges.preload.misses)
+        issued = gauges.preload.issued
+        self.preload_hit_rate.set(gauges.preload.hits / issued if issued else 0.0)
+        for event, n in gauges.scale_events.items():
+            self.scale_events.labels(event).set(n)
         if self._last_sample is not None and now > self._last_sample:
             span_ms = (now - self._last_sample) * 1000.0
             for device_id in gauges.device_ids:

@@ -94,7 +94,7 @@ class RunEnds:
         self.later(self.metrics.run_done, run.request.workflow, status, wall_s)
         fault, field = (a.fault, a.field) if status == "failed" else (None, None)
         result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage),
-                           None, fault, field)  # fmt: skip
+                           None, fault, field, tuple(run.reissued))  # fmt: skip
         run.handle.resolve(result)
 
     def _release(self, run_id: str) -> None:

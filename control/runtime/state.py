@@ -67,6 +67,9 @@ class RunState:
     sampling: Mapping[str, Any] = field(default_factory=dict)
     #: a durable run: every step's output comes back and is kept with its bill
     durable: bool = False
+    #: attempts abandoned for a fresh one (timed out, preempted from borrowed headroom), in
+    #: order: node, attempt_key, requeued_as, cause, reason (``reissues``)
+    reissued: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -96,6 +96,8 @@ class RunResult:
     retry_after_s: float | None = None  # set for rejections
     fault: str | None = None  # failed: ``bad_input`` when the caller's input is to blame
     field: str | None = None  # then the input to blame (``inputs.text``), when known
+    #: attempts abandoned for a fresh one (``RunState.reissued``): timed out, preempted
+    reissued: tuple[Mapping[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -115,12 +115,14 @@ class AuditService:
         entity_type: str,
         entity_id: Any,
         after: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
     ) -> AuditRecordView:
         """Append one audit record in its own transaction, for an operator action that is
-        not a row change made by a service (e.g. a test run started on a tenant's behalf)."""
+        not a row change made by a service (e.g. a test run started on a tenant's behalf, a
+        live policy change)."""
         with session_scope(self._factory) as session:
             return write_audit(session, at=at, actor=actor, action=action,
-                               entity_type=entity_type, entity_id=entity_id, before=None,
+                               entity_type=entity_type, entity_id=entity_id, before=before,
                                after=after)  # fmt: skip
 
     def count(self) -> int:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
 from control.config import get_settings
+from control.core.autoscale_rules import autoscaling_problems
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import ValidationError
@@ -45,6 +46,10 @@ class ModelService(CrudService[rec.ModelRecord]):
         r.at_least("cost_weight_milli", 0),
         r.boolean("continuous_batching"),
         r.at_least("prefill_chunk_tokens", 0),
+        r.at_least("min_replicas", 0),
+        r.at_least("max_replicas", 1),
+        r.positive("scale_out_delay_ms"),
+        r.positive("idle_ms"),
         r.one_of("status", vocab.MODEL_STATUSES),
     )
     unique_keys = (("name", "version"),)
@@ -81,6 +86,7 @@ class ModelService(CrudService[rec.ModelRecord]):
         changed = [k for k, v in merged.items() if current is None or getattr(current, k) != v]
         continuous_batching_allowed(merged, changed=changed)
         prefill_chunking_allowed(merged, changed=changed)
+        autoscaling_allowed(merged)
         moved = "weights_source" in changed or "weights_location" in changed
         if moved and merged.get("weights_source") == "path":
             self.source_roots().confine("weights_location", merged.get("weights_location"))
@@ -147,3 +153,14 @@ def prefill_chunking_allowed(model: Mapping[str, Any], changed: Collection[str])
         "prefill_chunk_tokens", chunk,
         "chunked prefill needs continuous_batching (the decode loop its chunks interleave with)",
     )  # fmt: skip
+
+
+def autoscaling_allowed(model: Mapping[str, Any]) -> None:
+    """Refuse ``min_replicas`` above ``max_replicas`` as the row would hold them (the message
+    names both; the durations' own rules run before). Pure: raises ValidationError naming the
+    field at fault, or returns None."""
+    found = autoscaling_problems(model.get("min_replicas") or 0, model.get("max_replicas"),
+                                 None, None)  # fmt: skip
+    if found:
+        field, why = found[0]
+        raise ValidationError(field, model.get(field), why)

@@ -3,7 +3,10 @@
 Data only; :mod:`control.services.seed` writes it. The real part is what this machine has (its
 CUDA devices, or CPU worker slots) and the models that load offline from installed packages. The
 declared part is a GPU inventory the executor cannot run on but the twin can simulate: two nodes
-of 4 x H100-80GB, each its own NVLink domain, and one node of 2 x L4.
+of 4 x H100-80GB, each its own NVLink domain, one node of 2 x L4, and a cold pool of 2 x L4
+(labels ``pool: cold``) where cold loads and speculative preloads land, so a hot replica never
+pauses for a load. With three or more real devices the last one is the real fleet's cold pool
+(see ``seed``). The MiniLM models autoscale (``DEMO_AUTOSCALING``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,20 @@ DECLARED_NODES: tuple[DeclaredNode, ...] = (
                  {"zone": "b", "tier": "gpu"}),
     DeclaredNode("edge-l4", "L4-24GB", 2, 23_034, "pcie-edge", ("fp32", "fp16", "int8"),
                  {"zone": "edge", "tier": "gpu"}),
+    DeclaredNode("cold-l4", "L4-24GB", 2, 23_034, "pcie-cold", ("fp32", "fp16", "int8"),
+                 {"zone": "edge", "tier": "gpu", "pool": "cold"}),
 )  # fmt: skip
+
+#: Autoscaling of the demo's MiniLM models (``control.core.autoscaler``): one more replica
+#: while a new request's predicted queue delay exceeds half a second (up to one more than the
+#: placed replicas: the seed sets ``max_replicas``), one fewer after five idle minutes; the embedding keeps one, the
+#: reranker scales to zero, so a RAG run that starts while it has none preloads it
+#: speculatively on the cold pool (its embedding step runs meanwhile).
+_SCALING: dict[str, Any] = {"scale_out_delay_ms": 500, "idle_ms": 300_000}
+DEMO_AUTOSCALING: dict[str, dict[str, Any]] = {
+    "minilm-embed:1": {"min_replicas": 1, **_SCALING},
+    "minilm-rerank:1": {"min_replicas": 0, **_SCALING},
+}
 
 
 @dataclass(frozen=True)

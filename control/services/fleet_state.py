@@ -93,7 +93,15 @@ def model_spec(row: m.ServedModel) -> ModelSpec | None:
         tp_degree=row.tp_degree,
         continuous_batching=_continuous(row),
         prefill_chunk_tokens=_chunk_tokens(row),
+        min_replicas=row.min_replicas or 0,
+        max_replicas=row.max_replicas,
+        scale_out_delay_s=_seconds(row.scale_out_delay_ms),
+        idle_s=_seconds(row.idle_ms),
     )
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000.0
 
 
 def _continuous(row: m.ServedModel) -> bool:

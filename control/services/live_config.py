@@ -111,11 +111,14 @@ class LiveConfigFeed:
 
     # ---- models and devices -----------------------------------------------------------------
     async def model_changed(self, model_id: int) -> FeedOutcome:
-        """A new or changed active model with local weights is registered (and loadable)."""
+        """A new or changed active model with local weights (or weights the runtime was given
+        for it) is registered (and loadable); its autoscaling settings apply from then on."""
         row = await self._read(self._model, model_id)
         if row is None:
             return _skipped(f"model {model_id} not found")
         status, spec, ref = row
+        if ref is None and spec is not None:  # weights the runtime was given (not in the row)
+            ref = self._runtime.model_refs.get(spec.key)
         if status != "active" or spec is None or ref is None:
             return _skipped(f"model {model_id} is {status} or has no local weights: twin only")
         outcome = await self._ingest(ModelRegistered(spec), f"model {spec.key} registered")

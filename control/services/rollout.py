@@ -134,8 +134,10 @@ class RolloutService:
         ro = self.runtime.snapshot().rollout
         return ro if ro is not None and ro.state in _IN_PROGRESS else None
 
-    async def start(self, actor: str, plan_id: int) -> PlacementChanged:
-        """Start rolling out ``plan_id``; returns the event ingested."""
+    async def start(self, actor: str, plan_id: int, forced: str | None = None) -> PlacementChanged:
+        """Start rolling out ``plan_id``; returns the event ingested. ``forced``: why the
+        plan's gate was overridden (see ``plan_gate``); the audit record then says
+        ``forced: true`` and that reason."""
         runtime = self.runtime
         busy = self.in_progress()
         if busy is not None:
@@ -150,7 +152,8 @@ class RolloutService:
         self._audit(actor, "rollout", str(plan_id), {
             "placements": [list(p) for p in event.placements],
             "previous_plan_id": previous if previous != plan_id else None,
-            "steps_total": planned_steps(replicas, event.placements)})  # fmt: skip
+            "steps_total": planned_steps(replicas, event.placements),
+            **({} if forced is None else {"forced": True, "forced_because": forced})})  # fmt: skip
         return event
 
     async def rollback(self, actor: str, plan_id: int | None = None) -> None:

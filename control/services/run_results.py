@@ -147,6 +147,8 @@ def result_body(
         "usage": usage_totals(usage),
         "nodes": node_views(trace, outputs, output_refs),
     }
+    if result.reissued:  # steps timed out or preempted, and what replaced them
+        body["reissued"] = [dict(r) for r in result.reissued]
     if status == "succeeded":
         body["outputs"] = outputs
         return status, body, None

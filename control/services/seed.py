@@ -58,7 +58,7 @@ def seed_demo(database_url: str, settings: Settings, *, local_devices: list | No
             local_devices = discover_devices(cpu_slots=settings.cpu_worker_slots)
         summary = SeedSummary()
         devices = _seed_fleet(services, summary, local_devices)
-        models = _seed_models(services, summary)
+        models = _seed_models(services, summary, len(local_devices))
         _seed_tenancy(services, summary)
         _seed_workflows(services, summary)
         _seed_placement(services, summary, devices, models)
@@ -73,16 +73,19 @@ def _seed_fleet(services: Services, summary: SeedSummary, local_devices: list) -
     local = _ensure(summary, "nodes", services.nodes.list(name=demo.LOCAL_NODE),
                     lambda: services.nodes.create(ACTOR, name=demo.LOCAL_NODE,
                                                   labels={"real": True}))  # fmt: skip
-    for info in local_devices:
+    for i, info in enumerate(local_devices):
+        # with three or more, the last real device is the cold pool: loads land there
+        cold = len(local_devices) >= 3 and i == len(local_devices) - 1
+        labels = {"site": "local", "pool": "cold"} if cold else {"site": "local"}
         precisions = ["fp32", "fp16", "bf16"] if info.kind == "cuda" else ["fp32"]
         devices[info.device_id] = _ensure(
             summary, "devices", services.devices.list(name=info.device_id),
-            lambda info=info, precisions=precisions: services.devices.create(
+            lambda info=info, precisions=precisions, labels=labels: services.devices.create(
                 ACTOR, name=info.device_id, node_id=local.id, kind=info.kind,
                 accelerator="cpu" if info.kind == "cpu" else "cuda",
                 memory_mib=info.memory_budget_mib, precisions=precisions,
                 interconnect_group=f"{demo.LOCAL_NODE}-{info.kind}", is_real=True,
-                labels={"site": "local"}),
+                labels=labels),
         )  # fmt: skip
     for node_spec in demo.DECLARED_NODES:
         node = _ensure(summary, "nodes", services.nodes.list(name=node_spec.name),
@@ -100,7 +103,7 @@ def _seed_fleet(services: Services, summary: SeedSummary, local_devices: list) -
     return devices
 
 
-def _seed_models(services: Services, summary: SeedSummary) -> dict[str, Any]:
+def _seed_models(services: Services, summary: SeedSummary, devices: int) -> dict[str, Any]:
     models = {}
     for spec in demo.DEMO_MODELS:
         models[spec.key] = _ensure(
@@ -112,9 +115,17 @@ def _seed_models(services: Services, summary: SeedSummary) -> dict[str, Any]:
                 max_batch_size=s.max_batch_size, max_batch_tokens=s.max_batch_tokens,
                 tp_degree=s.tp_degree, cost_weight_milli=s.cost_weight_milli,
                 continuous_batching=s.continuous_batching,
-                prefill_chunk_tokens=s.prefill_chunk_tokens),
+                prefill_chunk_tokens=s.prefill_chunk_tokens, **_autoscaling(s.key, devices)),
         )  # fmt: skip
     return models
+
+
+def _autoscaling(key: str, devices: int) -> dict[str, Any]:
+    """The demo's autoscaling settings of a model: room for the placed replicas (one per real
+    device, one on the declared GPUs) and one more."""
+    if key not in demo.DEMO_AUTOSCALING:
+        return {}
+    return {**demo.DEMO_AUTOSCALING[key], "max_replicas": devices + 2}
 
 
 def _seed_tenancy(services: Services, summary: SeedSummary) -> None:
@@ -162,7 +173,7 @@ def _seed_placement(
     plan = services.plans.create(ACTOR, status="draft", author=ACTOR,
                                  note="demo: real models on local devices, RAG layout on the "
                                       "declared GPUs")  # fmt: skip
-    real = [d for d in devices.values() if d.is_real]
+    real = [d for d in devices.values() if d.is_real and d.labels.get("pool") != "cold"]
     rows: list[tuple[str, list[int], str]] = []
     for spec in demo.DEMO_MODELS:
         if spec.weights_source == "declared":

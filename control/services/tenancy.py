@@ -23,7 +23,8 @@ class CohortService(CrudService[rec.CohortRecord]):
 
 
 class TenantService(CrudService[rec.TenantRecord]):
-    """Tenants: unique name, fair-share weight > 0, default priority class, cohort."""
+    """Tenants: unique name, fair-share weight > 0, default priority class, cohort, and
+    ``strict_priority`` (its work overtakes other tenants' lower classes, bounded)."""
 
     entity = "tenant"
     repository = repo.TenantRepository
@@ -32,6 +33,7 @@ class TenantService(CrudService[rec.TenantRecord]):
         r.positive("weight"),
         r.one_of("priority_class", vocab.PRIORITY_CLASSES),
         r.one_of("status", vocab.TENANT_STATUSES),
+        r.boolean("strict_priority"),
     )
     references = (Reference("cohort_id", repo.CohortRepository, "cohort"),)
     unique_keys = (("name",),)

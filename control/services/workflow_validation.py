@@ -34,7 +34,7 @@ def spec_problems(spec: Mapping[str, Any], models: Mapping[str, str]) -> list[st
     try:
         dag = dag_from_dict(raw)
     except SpecFormatError as exc:
-        return [f"spec: {exc}"]
+        return list(exc.problems)
     return [str(p) for p in validate(dag, models)]
 
 

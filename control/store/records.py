@@ -56,6 +56,10 @@ class ModelRecord:
     prefill_chunk_tokens: int
     status: str
     created_at: datetime
+    min_replicas: int = 0
+    max_replicas: int | None = None
+    scale_out_delay_ms: int | None = None
+    idle_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ class PlacementPlanRecord:
     author: str
     note: str
     created_at: datetime
+    origin: dict[str, Any] | None = None
+    simulation: dict[str, Any] | None = None
+    observation: dict[str, Any] | None = None
+    flagged: bool = False
+    auto_rollback: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,7 @@ class TenantRecord:
     status: str
     cohort_id: int | None
     created_at: datetime
+    strict_priority: bool = False
 
 
 @dataclass(frozen=True)

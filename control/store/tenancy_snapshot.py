@@ -51,6 +51,7 @@ def load_tenancy_config(session: Session) -> TenancyConfig:
             priority_class=t.priority_class,
             cohort=cohorts.get(t.cohort_id) if t.cohort_id is not None else None,
             status=t.status,
+            strict_priority=t.strict_priority,
         )
         for t in tenants
     )

@@ -16,17 +16,22 @@ from fastapi import FastAPI
 
 from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
+from control.api.plan_settings import plan_extras
 from control.api.ports import WhatIfEngine
 from control.api.prompts import PROMPT_PREFIXES
+from control.api.routes.policies import EXTRA as POLICIES_EXTRA
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
-from control.config import get_settings
+from control.config import Settings, get_settings
+from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
+from control.core.tenancy.config import TenancyManagerConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
+from control.services.live_policies import LivePolicies
 from control.store.records import RequestRecord
 from control.wiring.executor import build_executor, with_measured_transfer
 from control.wiring.live import (
@@ -36,6 +41,7 @@ from control.wiring.live import (
     build_live,
     serving_core_config,
 )
+from control.wiring.policies import policies_from_settings, tenancy_of
 from control.wiring.services import checked_services, session_factory
 
 
@@ -80,6 +86,9 @@ def gateway_app(
         )
         live = build_live(services.factory, services, executor, options, on_settled=on_settled)
     lifespan = live_lifespan(live.inference) if live is not None and start_with_app else None
+    if live is not None:  # GET/PATCH /admin/policies: the running core's policies
+        extras = {**(extras or {}),
+                  POLICIES_EXTRA: LivePolicies(live.inference.runtime, services.audit)}  # fmt: skip
     return create_app(
         services,
         config,
@@ -113,22 +122,45 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     executor = build_executor(settings) if with_runtime else None
     # Validations run in their own process with their own executor worker, so the runner is
     # installed whether or not this gateway runs the live runtime.
-    extras = {"fidelity_runner": FidelityRunner(url)}
-    options = with_measured_transfer(live_options(gateway), settings)
+    extras = {"fidelity_runner": FidelityRunner(url), **plan_extras(settings, factory, url)}
+    options = with_measured_transfer(live_options(gateway, settings), settings)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
                        extras=extras)  # fmt: skip
 
 
-def live_options(gateway: GatewaySettings) -> LiveOptions:
+def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> LiveOptions:
     """The live path's options from the gateway's settings: the resume age and capacity
-    admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) into the core, and the
-    async runs' bound (``LEGATO_ASYNC_RUN_TIMEOUT_S``); the prefix block size
-    (``LEGATO_PREFIX_BLOCK_TOKENS``) into the core and the gateway's prompt hashing alike."""
+    admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) and the canary's
+    rollback margins (``LEGATO_CANARY_*``) into the core, the async runs' bound
+    (``LEGATO_ASYNC_RUN_TIMEOUT_S``), the prefix block size (``LEGATO_PREFIX_BLOCK_TOKENS``)
+    into the core and the gateway's prompt hashing alike, the strict-priority lead
+    (``LEGATO_STRICT_PRIORITY_LEAD``) into the tenancy half and, given ``settings``, the core's
+    policies (:func:`~control.wiring.policies.policies_from_settings`)."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
     core = replace(serving_core_config(), capacity_admission=admission,
-                   prefix_block_tokens=get_settings().prefix_block_tokens)  # fmt: skip
-    return LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
-                       async_run_timeout_s=gateway.async_run_timeout_s)  # fmt: skip
+                   canary=_canary_config(gateway),
+                   prefix_block_tokens=(settings or get_settings()).prefix_block_tokens)  # fmt: skip
+    tenancy = TenancyManagerConfig(strict_priority_lead=gateway.strict_priority_lead)
+    options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
+                          async_run_timeout_s=gateway.async_run_timeout_s,
+                          tenancy=tenancy)  # fmt: skip
+    if settings is None:
+        return options
+    policies = policies_from_settings(settings, core)
+    return replace(options, core_config=policies.core,
+                   tenancy=tenancy_of(policies, options.tenancy))  # fmt: skip
+
+
+def _canary_config(gateway: GatewaySettings) -> CanaryConfig:
+    """``LEGATO_CANARY_*``; a window below the sample count is raised to it (every judged
+    sample is kept)."""
+    return CanaryConfig(
+        error_margin=gateway.canary_error_margin,
+        p99_margin=gateway.canary_p99_margin,
+        p99_min_delta_s=gateway.canary_p99_min_delta_s,
+        min_samples=gateway.canary_min_samples,
+        window=max(gateway.canary_window, gateway.canary_min_samples),
+    )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from control.config import Settings
 from control.core.assembly import CoreBlueprint
-from control.core.context import CoreConfig
+from control.core.tenancy.config import TenancyManagerConfig
 from control.executor.protocol import ModelRef
 from control.runtime.live import InitialReplica, LiveRuntime, RuntimeConfig
 from control.runtime.local_fleet import one_of_each
@@ -23,7 +23,8 @@ from control.runtime.state import IndexSpec
 from control.services.demo_fleet import DEMO_DOCUMENTS
 from control.services.fleet_state import FleetState, load_fleet_state
 from control.wiring.executor import build_executor, local_devices, measured_transfer
-from control.wiring.live import tp_group
+from control.wiring.live import serving_core_config, tp_group
+from control.wiring.policies import policies_from_settings, tenancy_of
 from control.wiring.services import session_factory
 from db.session import session_scope
 
@@ -52,8 +53,10 @@ def build_serve_runtime(settings: Settings) -> LiveRuntime:
     workflows = tuple(
         w for w in fleet.workflows if all(n.model in known for n in w.nodes if n.model)
     )
+    policies = policies_from_settings(settings, serving_core_config())
     blueprint = CoreBlueprint(devices, fleet.models, workflows, fleet.tenancy, fleet.cost,
-                              core_config=measured_transfer(CoreConfig(), settings))  # fmt: skip
+                              core_config=measured_transfer(policies.core, settings),
+                              tenancy_config=tenancy_of(policies, TenancyManagerConfig()))  # fmt: skip
     names = {
         str(n.params.get("index")) for w in workflows for n in w.nodes if n.tool == "vector_search"
     }

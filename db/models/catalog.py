@@ -26,6 +26,7 @@ class ServedModel(Base):
         CheckConstraint("max_batch_tokens >= 1", name="max_batch_tokens_positive"),
         CheckConstraint("tp_degree >= 1", name="tp_degree_positive"),
         CheckConstraint("cost_weight_milli >= 0", name="cost_weight_nonnegative"),
+        CheckConstraint("min_replicas >= 0", name="min_replicas_nonnegative"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -50,6 +51,14 @@ class ServedModel(Base):
     #: running sequences' decode tokens and at most this many tokens in all, the rest of the
     #: budget going to waiting prompts, so a long prompt no longer stalls the running answers.
     prefill_chunk_tokens: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    #: Autoscaling (``control.core.autoscaler``), on while ``max_replicas`` is set: between
+    #: min and max replicas, one more when the predicted queue delay exceeds
+    #: ``scale_out_delay_ms``, one fewer (drained) after ``idle_ms`` without work. The model
+    #: service checks them together (min <= max, positive times).
+    min_replicas: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    max_replicas: Mapped[int | None]
+    scale_out_delay_ms: Mapped[int | None]
+    idle_ms: Mapped[int | None]
     status: Mapped[str] = mapped_column(String(16), default="active")
     created_at: Mapped[datetime] = created_at_column()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from db.base import Base, created_at_column
@@ -47,6 +47,8 @@ class Tenant(Base):
     cohort_id: Mapped[int | None] = mapped_column(
         ForeignKey("cohorts.id", ondelete="RESTRICT"), index=True
     )
+    # Its work overtakes other tenants' lower classes, bounded (control/core/tenancy/strict.py)
+    strict_priority: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = created_at_column()
 
 

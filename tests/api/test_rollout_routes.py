@@ -65,13 +65,15 @@ async def _plan(admin) -> dict[str, int]:
 
 async def test_rollout_without_runtime_is_503(admin, stack):
     world = await _plan(admin)
-    assert (await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")).status_code == 503
+    assert (
+        await admin.post(f"/admin/placement-plans/{world['plan']}/rollout", json={"force": True})
+    ).status_code == 503
     assert (await admin.post("/admin/placement-plans/rollback")).status_code == 503
 
 
 async def test_rollout_ingests_real_device_placements_and_audits(admin, runtime):
     world = await _plan(admin)
-    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")
+    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout", json={"force": True})
     assert r.status_code == 202, r.text
     (event,) = runtime.events
     assert isinstance(event, PlacementChanged)
@@ -93,7 +95,7 @@ async def test_rollout_of_unknown_plan(admin, runtime, path, status):
 async def test_second_rollout_while_one_runs_is_409(admin, runtime):
     world = await _plan(admin)
     runtime.rollout = SimpleNamespace(plan_id="7", state="draining")
-    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")
+    r = await admin.post(f"/admin/placement-plans/{world['plan']}/rollout", json={"force": True})
     assert r.status_code == 409, r.text
     assert runtime.events == []
 
@@ -112,7 +114,9 @@ async def _settle(stack) -> None:
 )
 async def test_transitions_update_plan_status(admin, stack, runtime, transitions, final):
     world = await _plan(admin)
-    assert (await admin.post(f"/admin/placement-plans/{world['plan']}/rollout")).status_code == 202
+    assert (
+        await admin.post(f"/admin/placement-plans/{world['plan']}/rollout", json={"force": True})
+    ).status_code == 202
     hook = runtime.actuator.on_rollout
     assert hook is not None, "the rollout service did not attach to the actuator"
     for before, after in transitions:
@@ -164,7 +168,9 @@ async def test_progress_without_runtime_reads_the_audit_log(admin, stack):
 async def test_progress_while_loading_then_after_a_failed_load(admin, stack, runtime):
     world = await _plan(admin)
     plan = str(world["plan"])
-    assert (await admin.post(f"/admin/placement-plans/{plan}/rollout")).status_code == 202
+    assert (
+        await admin.post(f"/admin/placement-plans/{plan}/rollout", json={"force": True})
+    ).status_code == 202
     runtime.rollout = _view(plan, "loading", loads_pending=("minilm-embed:1@cpu:0#1",))
     body = (await admin.get(f"/admin/placement-plans/{plan}/rollout")).json()
     assert (body["live"], body["in_progress"], body["steps_done"], body["steps_total"]) == (
@@ -203,7 +209,9 @@ async def test_rollback_reactivates_the_previous_plan(admin, stack, runtime):
     for p in placements["items"]:
         body = {k: p[k] for k in ("model_id", "device_ids", "replicas", "pool")}
         await admin.post("/admin/placements", json={**body, "plan_id": second})
-    assert (await admin.post(f"/admin/placement-plans/{second}/rollout")).status_code == 202
+    assert (
+        await admin.post(f"/admin/placement-plans/{second}/rollout", json={"force": True})
+    ).status_code == 202
     hook = runtime.actuator.on_rollout
     hook(RolloutTransition(str(second), "draining", "completed", "done"))
     hook(RolloutTransition(f"{second}:rollback", "draining", "completed", "restored"))

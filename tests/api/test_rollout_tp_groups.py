@@ -80,7 +80,7 @@ async def test_a_tp_group_no_domain_can_hold_is_refused_and_one_that_fits_rolls_
     try:
         # accepted: node b holds both devices of the group, e:1 goes to node a
         fits = await _plan(admin, ids, ("tp:1", ("cpu:1", "cpu:2")), ("e:1", ("cpu:0",)))
-        r = await admin.post(f"/admin/placement-plans/{fits}/rollout")
+        r = await admin.post(f"/admin/placement-plans/{fits}/rollout", json={"force": True})
         assert r.status_code == 202, r.text
         await until(lambda: (ro := runtime.snapshot().rollout) is not None
                     and ro.plan_id == str(fits) and ro.state == "completed",
@@ -97,7 +97,7 @@ async def test_a_tp_group_no_domain_can_hold_is_refused_and_one_that_fits_rolls_
         await asyncio.gather(*(asyncio.wrap_future(f) for f in parts.rollouts.pending))
         before = await _state(admin)
         replicas = runtime.snapshot().replicas
-        r = await admin.post(f"/admin/placement-plans/{refused}/rollout")
+        r = await admin.post(f"/admin/placement-plans/{refused}/rollout", json={"force": True})
         assert r.status_code == 409, r.text
         body = r.json()
         assert body["error"] == "conflict"

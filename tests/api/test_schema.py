@@ -2,8 +2,8 @@
 get no 5xx and no response that contradicts the document (status, content type, body schema,
 headers). Bounded: a few examples per operation, a few hundred in all.
 
-Routes that need the live runtime (inference runs, the snapshot, rollout and test runs) are
-left out here: without it they answer 503 by design; ``test_schema_live.py`` fuzzes them over a
+Routes that need the live runtime (inference runs, the snapshot, rollout, canaries and test
+runs) are left out here: without it they answer 503 by design; ``test_schema_live.py`` fuzzes them over a
 live runtime with tiny models, so that the two together cover the whole document (tenant and
 admin routes, each with its credential). The twin's engine is a fake.
 """
@@ -23,11 +23,12 @@ from tests.api.conftest import ADMIN_TOKEN, build_stack
 
 NEEDS_RUNTIME = (
     r"^/(v1/(embeddings|chat/completions|completions|rerank|workflows/.*)|admin/snapshot"
-    r"|admin/placement-plans/rollback)$"
+    r"|admin/policies|admin/placement-plans/rollback|admin/models/\{name\}/canary)$"
 )
 # POSTs that start work only a live runtime (or a validation runner) can do: 503 without one.
 # Their GET siblings (rollout progress) work without a runtime and stay fuzzed. Starting a
-# fidelity validation (POST /admin/fidelity/runs) is fuzzed here against FakeFidelityRunner.
+# fidelity validation (POST /admin/fidelity/runs) is fuzzed here against FakeFidelityRunner,
+# a plan's simulation (POST /admin/placement-plans/{id}/simulate) against FakePlanSimulator.
 POSTS_NEEDING_RUNTIME = (
     r"^/admin/(placement-plans/\{item_id\}/(rollout|rollback)"
     r"|workflows/\{name\}/versions/\{version\}/test-runs)$"
@@ -53,6 +54,20 @@ class FakeTwin:
         self.services.whatif.update(actor, run_id, status="running")
 
 
+class FakePlanSimulator:
+    """Stands in for the twin's plan simulator: marks the plan's simulation running (404 for an
+    unknown plan, as the real one) and spawns nothing."""
+
+    def __init__(self, services) -> None:
+        self.services = services
+
+    def start(self, actor: str, plan_id: int, window_s: float) -> dict:
+        self.services.plans.get(plan_id)
+        running = {"state": "running", "window_s": window_s}
+        self.services.plans.update(actor, plan_id, simulation=running)
+        return running
+
+
 class FakeFidelityRunner:
     """Stands in for the fidelity runner: builds the validation's settings as the real one does
     before it spawns the minute-long validation process, and starts nothing."""
@@ -70,6 +85,7 @@ def api(tmp_path_factory, _sqlite_template):
     stack = build_stack(root / "legato.db", _sqlite_template)
     stack.app.state.gateway.whatif_engine = FakeTwin(stack.services)
     stack.app.state.gateway.extras["fidelity_runner"] = FakeFidelityRunner()
+    stack.app.state.gateway.extras["plan_simulator"] = FakePlanSimulator(stack.services)
     services = stack.services
     node = services.nodes.create("seed", name="local")
     services.devices.create("seed", name="cpu:0", node_id=node.id, kind="cpu", memory_mib=1024)

@@ -23,6 +23,7 @@ from control.api.twin import TwinEngine
 from control.config import Settings
 from control.executor.protocol import DeviceInfo, ModelRef
 from control.services import build_services
+from control.services.plan_simulation import PlanSimulator
 from control.services.seed import seed_demo
 from control.services.workflow_validation import make_spec_validator
 from control.wiring.gateway import gateway_app
@@ -97,9 +98,11 @@ def build_app(url: str, token: str, live: bool = False, cache: Path | None = Non
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
     executor = _live_executor(cache or Path("var/models")) if live else None
+    simulator = PlanSimulator(factory, url, (cache or Path("var/models")).parent)
     return gateway_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60), executor,
                        _live_options() if live else LiveOptions(), spec_validator=validator,
-                       whatif_engine=TwinEngine(factory, url))  # fmt: skip
+                       whatif_engine=TwinEngine(factory, url),
+                       extras={"plan_simulator": simulator})  # fmt: skip
 
 
 @dataclass

@@ -3,6 +3,7 @@ the fair-share panel counts a tenant's run and its service, the overview shows i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import httpx
@@ -122,6 +123,14 @@ def test_draft_is_rolled_out_and_rolled_back_from_the_console(live_api, monkeypa
             r = http.post("/admin/placements", json={"plan_id": plan, "model_id": models[name],
                           "device_ids": [cpu], "replicas": replicas, "pool": "hot"})  # fmt: skip
             assert r.status_code == 201, r.text
+        # the API rolls out only a plan the twin has simulated (issue 24, item 2)
+        assert http.post(f"/admin/placement-plans/{plan}/simulate").status_code == 202
+        for _ in range(600):
+            sim = http.get(f"/admin/placement-plans/{plan}").json()["simulation"]
+            if sim["state"] != "running":
+                break
+            threading.Event().wait(0.2)
+        assert sim["state"] == "done", sim
     st.cache_data.clear()
     at = signed_in(AppTest.from_file(str(MAIN), default_timeout=30))
     open_page(at, "placement.py")

@@ -6,6 +6,7 @@ import pytest
 
 from control.api.settings import GatewaySettings
 from control.wiring.gateway import live_options
+from control.wiring.live import serving_core_config
 
 
 @pytest.mark.parametrize(
@@ -21,7 +22,8 @@ def test_capacity_settings_reach_the_core_config(monkeypatch, env, enabled, marg
     core = live_options(GatewaySettings(_env_file=None)).core_config
     assert core.capacity_admission.enabled is enabled
     assert core.capacity_admission.margin == margin
-    assert core.batching_config.max_queue_delay_s == 0.0  # still the serving configuration
+    serving = serving_core_config()  # still the serving configuration otherwise
+    assert (core.batching, core.batching_config) == (serving.batching, serving.batching_config)
 
 
 def test_a_bad_margin_is_refused(monkeypatch):

@@ -16,6 +16,7 @@ from control.core.actions import (
 from control.core.batching.size_delay import SizeDelayConfig
 from control.core.binding_config import BindingConfig
 from control.core.context import CoreConfig
+from control.core.dag.reissue import billing_key
 from control.core.dag.spec import dag_from_dict
 from control.core.errors import (
     DuplicateRequestError,
@@ -106,7 +107,10 @@ def test_reclaim_preempts_a_queued_run_once() -> None:
     assert core.next_wakeup(0.002) is None
 
 
-def test_timeout_retries_with_same_idempotency_key_and_ignores_late_result() -> None:
+def test_a_timeout_retries_at_once_on_the_other_replica_under_a_fresh_key() -> None:
+    """``timeout_s`` bounds the node's latency: the retry is dispatched in the same step, on
+    the other replica, under a key the executor has not seen (under the node's own key it
+    would wait for the hung original); the late original result is ignored."""
     wf = single(LLM)
     wf["nodes"][0].update(timeout_s=0.5, retries=1)
     core = make_core(
@@ -122,9 +126,33 @@ def test_timeout_retries_with_same_idempotency_key_and_ignores_late_result() -> 
     plan = core.step(0.505)
     (retry,) = plan.of_type(StepRetried)
     assert retry.failed_key == "q1/n/1" and retry.new_key == "q1/n/2"
-    assert retry.idempotency_key == d.items[0].idempotency_key
+    assert retry.cause == "timeout" and "timed out after 0.5 s" in retry.reason
+    original = d.items[0].idempotency_key
+    assert retry.idempotency_key == f"{original}~f2"
+    assert billing_key(retry.idempotency_key) == original  # one bill for both attempts
+    # after the batching delay only (as the first attempt), elsewhere: the original's replica
+    # is presumed busy for another timeout
+    wake = core.next_wakeup(0.505)
+    assert wake is not None and wake <= 0.505 + 0.006
+    (again,) = core.step(wake).of_type(Dispatch)
+    assert again.items[0].key == "q1/n/2" and again.replica_id != d.replica_id
+    assert again.items[0].idempotency_key == retry.idempotency_key
     core.complete(BatchResult(d.batch_id, 600_000, (StepResult("q1/n/1"),)), 0.6)
     assert not core.step(0.6).of_type(RunFinished)  # late result of the timed-out attempt
+    core.complete(BatchResult(again.batch_id, 100_000, (StepResult("q1/n/2"),)), 0.61)
+    (fin,) = core.step(0.61).of_type(RunFinished)
+    assert fin.status == "succeeded"
+
+
+def test_a_timeout_with_no_retries_left_fails_the_run_at_its_bound() -> None:
+    wf = single(LLM)
+    wf["nodes"][0].update(timeout_s=0.5, retries=0)
+    core = make_core(FcfsTenancy(), devs=DEVS, replicas=[("smollm2:1", "d000")], workflows=[wf])
+    core.submit(req(1, "only-smollm2", max_output_tokens=4), 0.0)
+    core.step(0.0)
+    core.step(0.005)
+    (fin,) = core.step(0.505).of_type(RunFinished)
+    assert fin.status == "failed" and "timed out after 0.5 s on" in (fin.error or "")
 
 
 def test_device_down_retries_in_flight_work_elsewhere() -> None:

@@ -1,5 +1,5 @@
 """The overload test's gateway in a process of its own (``python -m tests.faults.overload_server
-ROOT TEMPLATE TIMEOUT_S``): the load generator must not share the gateway's GIL and event loop,
+ROOT TEMPLATE TIMEOUT_S [lent]``): the load generator must not share the gateway's GIL and event loop,
 as no real client does. Seeds the fleet (two CPU devices with the tiny embedder), serves on a free loopback port, sets
 the critical tenant's headroom reservation through the admin API (as an operator does) and
 prints one JSON line ``{"url", "keys", "headroom" (the live core's answer), "reserved_device"}``;
@@ -52,12 +52,12 @@ def _seed(services) -> tuple[dict[str, str], int]:  # noqa: ANN001
     return keys, reserved.id
 
 
-def _reserve(url: str, device_id: int) -> str:
+def _reserve(url: str, device_id: int, headroom: dict = HEADROOM) -> str:
     """The headroom reservation through the admin API of the running gateway; returns what
     the live core said of it (``X-Legato-Live-Config``)."""
     import httpx
 
-    body = {**HEADROOM, "selector": {"device_ids": [device_id]}}
+    body = {**headroom, "selector": {"device_ids": [device_id]}}
     r = httpx.post(f"{url}/admin/headroom", json=body, timeout=30,
                    headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})  # fmt: skip
     r.raise_for_status()
@@ -123,9 +123,10 @@ def steps_by_device(url: str) -> dict[str, dict[int | None, int]]:
 
 
 def start(root: Path, template: Path, timeout_s: float,
-          lower_class_path_s: float | None) -> tuple[Any, dict]:  # fmt: skip
+          lower_class_path_s: float | None, headroom: dict = HEADROOM) -> tuple[Any, dict]:  # fmt: skip
     """Seed, serve and reserve (see the module's docstring): (the served app, what ``main``
-    prints). ``lower_class_path_s``: the door's headroom for the critical class."""
+    prints). ``lower_class_path_s``: the door's headroom for the critical class; ``headroom``:
+    the reservation's body (``HEADROOM``: lent to no one)."""
     world = live_world(root, template, archs=("bert",))
     keys, reserved = _seed(world.services)
     config = GatewayConfig(admin_token=ADMIN_TOKEN, sync_timeout_s=timeout_s,
@@ -136,7 +137,7 @@ def start(root: Path, template: Path, timeout_s: float,
                             for i, d in enumerate(DEVICES)],
                    start_with_app=True)  # fmt: skip
     served = serve_in_thread(app)
-    live = _reserve(served.url, reserved)
+    live = _reserve(served.url, reserved, headroom)
     return served, {"url": served.url, "keys": keys, "headroom": live,
                     "reserved_device": reserved}  # fmt: skip
 
@@ -147,7 +148,11 @@ def main() -> None:
         return
     root, template, timeout_s = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     torch.set_num_threads(1)
-    served, started = start(root, template, timeout_s, LOWER_CLASS_PATH_S)
+    if sys.argv[4:] == ["lent"]:  # the reservation lent preemptibly, no door headroom
+        lent = {**HEADROOM, "borrowable": True}
+        served, started = start(root, template, timeout_s, None, lent)
+    else:
+        served, started = start(root, template, timeout_s, LOWER_CLASS_PATH_S)
     print(json.dumps(started), flush=True)
     threading.Thread(target=sys.stdin.read, daemon=True).start()
     sys.stdin.read()

@@ -26,3 +26,14 @@ def test_sample_sets_depths_runs_preload_and_utilisation_since_the_last_sample()
     assert value("legato_preload", {"outcome": "hits"}) == 2
     assert value("legato_device_utilization_ratio", {"device": "cpu:0"}) == pytest.approx(0.25)
     assert value("legato_device_utilization_ratio", {"device": "cpu:1"}) == 0.0
+
+
+def test_sample_sets_the_preload_hit_rate_and_the_scale_events() -> None:
+    m = RuntimeMetrics()
+    value = m.registry.get_sample_value
+    events = MappingProxyType({"scale_out": 2, "scale_in": 1, "drained": 1, "no_room": 0})
+    gauges = CoreGauges(MappingProxyType({}), 0, PreloadStats(4, 3, 1, 750), ("cpu:0",), events)
+    m.sample(gauges, now=1.0)
+    assert value("legato_preload_hit_rate") == pytest.approx(0.75)  # used / issued
+    assert value("legato_scale_events", {"event": "scale_out"}) == 2
+    assert value("legato_scale_events", {"event": "drained"}) == 1

@@ -35,7 +35,7 @@ def test_seed_twice_is_a_no_op(db_url: str, tmp_path) -> None:
     first = seed_demo(db_url, Settings(var_dir=tmp_path), local_devices=LOCAL)
     assert first["created"]["tenants"] == 3
     assert first["created"]["workflows"] == 2
-    assert first["created"]["devices"] == 2 + 4 + 4 + 2  # local slots + declared GPUs
+    assert first["created"]["devices"] == 2 + 4 + 4 + 2 + 2  # local slots + declared GPUs
     after_first = _counts(db_url)
     assert after_first[m.AuditRecord.__tablename__] > 0
 
@@ -69,3 +69,20 @@ def test_seeded_fleet_builds_a_core(db_url: str, tmp_path, include_declared: boo
     core = build_core(blueprint, state.latency_model())
     snap = core.snapshot()
     assert {d.device_id for d in snap.devices} == {d.device_id for d in state.devices}
+
+
+def test_with_three_local_devices_the_last_is_the_cold_pool(db_url: str, tmp_path) -> None:
+    three = [*LOCAL, DeviceInfo("cpu:2", "cpu", 2, 4096, cpu_core=2)]
+    seed_demo(db_url, Settings(var_dir=tmp_path), local_devices=three)
+    engine = make_engine(db_url)
+    try:
+        with session_scope(make_session_factory(engine)) as s:
+            state = load_fleet_state(s, include_declared=False)
+    finally:
+        engine.dispose()
+    pools = {d.device_id: d.pool for d in state.devices}
+    assert pools == {"cpu:0": "hot", "cpu:1": "hot", "cpu:2": "cold"}
+    placed = {d for p in state.placement for d in p.device_ids}
+    assert "cpu:2" not in placed  # loads land there; no hot replica does
+    scaled = {mm.key: (mm.min_replicas, mm.max_replicas) for mm in state.models}
+    assert scaled["minilm-embed:1"] == (1, 5) and scaled["minilm-rerank:1"] == (0, 5)

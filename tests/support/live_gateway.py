@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -23,7 +23,7 @@ from control.runtime.live import InitialReplica, RuntimeConfig
 from control.services import Services, build_services
 from control.services.workflow_validation import make_spec_validator
 from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions
+from control.wiring.live import LiveOptions, serving_core_config
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import PEPPER
 
@@ -103,8 +103,7 @@ def live_app(
         list(devices) if devices else [DeviceInfo("cpu:0", "cpu", 0, memory_mib, 0)],
     )
     options = LiveOptions(model_refs=refs, placement=placement,
-                          runtime=RuntimeConfig(sample_every_s=0.5))  # fmt: skip
-    if core_config is not None:
-        options = replace(options, core_config=core_config)
+                          runtime=RuntimeConfig(sample_every_s=0.5),
+                          core_config=core_config or serving_core_config())  # fmt: skip
     return gateway_app(world.services, config, executor, options,
                        spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from control.api.canary_metrics import canary_registry
 from control.api.deps import GatewayDep
 
 router = APIRouter(tags=["health"])
@@ -53,6 +54,7 @@ async def readyz(gw: GatewayDep) -> Readiness:
 )
 async def metrics(gw: GatewayDep) -> Response:
     """Prometheus exposition of the gateway's counters and histograms."""
-    extra = () if gw.inference is None else (gw.inference.runtime.metrics.registry,)
+    runtime = None if gw.inference is None else gw.inference.runtime
+    extra = () if runtime is None else (runtime.metrics.registry, canary_registry(runtime))
     body = gw.metrics.render(*extra)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

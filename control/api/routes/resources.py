@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from control.api.crud import Resource, StrId
+from control.api.device_query import list_devices
 from control.api.schemas import fleet as f
 from control.api.schemas import placement as p
 from control.api.schemas import records as r
@@ -19,7 +20,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("/admin/nodes", "node", lambda s: s.nodes, f.NodeOut, f.NodeCreate, f.NodeUpdate,
              f.NodeFilter, "retire"),
     Resource("/admin/devices", "device", lambda s: s.devices, f.DeviceOut, f.DeviceCreate,
-             f.DeviceUpdate, f.DeviceFilter, "retire"),
+             f.DeviceUpdate, f.DeviceFilter, "retire", lister=list_devices),
     Resource("/admin/models", "model", lambda s: s.models, f.ModelOut, f.ModelCreate,
              f.ModelUpdate, f.ModelFilter, "retire"),
     Resource("/admin/latency-profiles", "latency_profile", lambda s: s.latency_profiles,

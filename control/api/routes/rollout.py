@@ -7,8 +7,12 @@ rollout); ``POST /admin/placement-plans/rollback`` does the same for whatever ro
 last. The POSTs answer 202 at once; ``GET /admin/placement-plans/{id}/rollout`` shows progress
 (see :func:`rollout_progress` for the JSON). 409 while another rollout is in progress, or
 when the core refuses the plan (the body's ``detail`` says why: e.g. a tensor-parallel group no
-interconnect domain can hold; nothing changes), 503 without a live runtime (the GET works
-without one, from the audit log).
+interconnect domain can hold; nothing changes), 409 for a plan the twin has not simulated
+unless the body says ``{"force": true}`` (``control.services.plan_gate``; the rollout's audit
+record then says forced and why), 503 without a live runtime (the GET works without one, from
+the audit log). On a gateway built with the plan settings, each rollout started here is
+watched by ``control.services.plan_observer`` (observed p50/p99 beside the prediction, flag,
+automatic rollback where enabled).
 
 Plan lifecycle: a completed rollout makes the plan ``active`` (the previous active plan
 ``retired``); a failed load (the core restores the previous placement) or a completed rollback
@@ -17,6 +21,7 @@ makes it ``rolled_back`` and the plan active before it ``active`` again; all aud
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -26,13 +31,17 @@ from control.api.auth import require_admin
 from control.api.crud import IntId
 from control.api.deps import AdminDep, GatewayDep
 from control.api.errors import ERROR_RESPONSES
+from control.api.routes.plans import plan_watch
+from control.api.schemas.placement import RolloutRequest
 from control.api.state import Gateway
 from control.services.inference_calls import ServiceUnavailable
+from control.services.plan_gate import unsimulated_reason
+from control.services.plan_observer import PlanObserver
 from control.services.rollout import RolloutService
 
 router = APIRouter(
     dependencies=[Depends(require_admin)],
-    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 503)},
+    responses={k: ERROR_RESPONSES[k] for k in (401, 403, 404, 409, 413, 422, 503)},
     tags=["placement_plan"],
 )
 
@@ -99,14 +108,36 @@ def rollouts(gw: Gateway, need_runtime: bool = True) -> RolloutService:
 
 
 @router.post("/admin/placement-plans/{item_id}/rollout", status_code=202)
-async def rollout_plan(gw: GatewayDep, item_id: IntId, who: AdminDep) -> RolloutStarted:
+async def rollout_plan(
+    gw: GatewayDep, item_id: IntId, who: AdminDep, body: RolloutRequest | None = None
+) -> RolloutStarted:
     """Roll the plan out on the live fleet (real devices only); the plan becomes active when
     the rollout completes, ``rolled_back`` when a failed load makes the core restore. 409 with
-    the core's reason when the core refuses the plan as it stands (nothing changes)."""
-    event = await rollouts(gw).start(who.actor, item_id)
+    the core's reason when the core refuses the plan as it stands (nothing changes), and 409
+    naming why for a plan the twin has not simulated unless ``force: true`` (then the rollout's
+    audit record says forced). The observed p50/p99 of the window after it completes are
+    stored with the plan (``control.services.plan_observer``)."""
+    service = rollouts(gw)
+    service.placement_event(item_id)  # a plan nothing of which could run is refused as such first
+    forced = unsimulated_reason(gw.services.plans.get(item_id), force=bool(body and body.force))
+    event = await service.start(who.actor, item_id, forced=forced)
+    watch_rollout(gw, service, item_id)
     placements = [RolloutPlacement(model=k, device_ids=list(d), replicas=n, pool=p)
                   for k, d, n, p in event.placements]  # fmt: skip
     return RolloutStarted(plan_id=event.plan_id, placements=placements)
+
+
+def watch_rollout(gw: Gateway, service: RolloutService, plan_id: int) -> None:
+    """Start the observer of this rollout on the running loop (the task set keeps it alive),
+    on a gateway built with the plan settings (``extras["plan_watch"]``: ``build_gateway``
+    installs them; an app built without them, e.g. a test's, observes nothing)."""
+    if gw.extras.get("plan_watch") is None:
+        return
+    observer = PlanObserver(gw.services.factory, service, plan_watch(gw))
+    tasks: set[asyncio.Task[None]] = gw.extras.setdefault("plan_watches", set())
+    task = asyncio.get_running_loop().create_task(observer.watch(plan_id))
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 @router.get("/admin/placement-plans/{item_id}/rollout")

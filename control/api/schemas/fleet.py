@@ -60,6 +60,16 @@ class DeviceOut(Dto):
     labels: JsonObject
     is_real: bool
     created_at: datetime
+    free_mib: int | None = Field(
+        None,
+        description="lists: memory not held by the live core's replicas (null: no live "
+        "runtime, or a device it does not run)",
+    )
+    load: int | None = Field(
+        None,
+        description="lists: steps queued or running on the device's replicas now (null "
+        "as for free_mib)",
+    )
 
 
 class DeviceCreate(Body):
@@ -93,6 +103,13 @@ class DeviceFilter(BaseModel):
     status: DeviceStatus | None = None
     kind: DeviceKind | None = None
     is_real: bool | None = None
+    precision: Precision | None = Field(None, description="devices that run this precision")
+    min_free_mib: NonNegative | None = Field(
+        None, description="devices with at least this much memory free now (live)"
+    )
+    max_load: NonNegative | None = Field(
+        None, description="devices with at most this many steps queued or running now (live)"
+    )
 
 
 CONTINUOUS_BATCHING = (
@@ -106,6 +123,19 @@ PREFILL_CHUNK_TOKENS = (
     "sequences' tokens and at most this many tokens in all, the rest going to waiting prompts "
     "in chunks, so a long prompt does not stall the answers already decoding (512 is a common "
     "latency setting; a loaded replica's executor takes a new value when it next loads)"
+)
+
+#: Autoscaling settings of a model (``control.core.autoscaler``); the service checks them
+#: together (min <= max) and names each field it refuses.
+MAX_REPLICAS = "autoscaling is on while this is set (null: off): the most replicas the model gets"
+MIN_REPLICAS = "autoscaling keeps at least this many replicas (0: scale to zero when idle)"
+SCALE_OUT_DELAY_MS = (
+    "add a replica (up to max_replicas) when a new request's predicted queue delay exceeds "
+    "this many milliseconds (null: no scale-out on backlog)"
+)
+IDLE_MS = (
+    "drain one replica after this many milliseconds without work, down to min_replicas (null: no "
+    "scale-in)"
 )
 
 
@@ -125,6 +155,10 @@ class ModelOut(Dto):
     cost_weight_milli: int
     continuous_batching: bool
     prefill_chunk_tokens: int
+    min_replicas: int = Field(0, description=MIN_REPLICAS)
+    max_replicas: int | None = Field(None, description=MAX_REPLICAS)
+    scale_out_delay_ms: int | None = Field(None, description=SCALE_OUT_DELAY_MS)
+    idle_ms: int | None = Field(None, description=IDLE_MS)
     status: str
     created_at: datetime
 
@@ -144,6 +178,10 @@ class ModelCreate(Body):
     cost_weight_milli: NonNegative = Field(1000, description="cost units per 1000 tokens")
     continuous_batching: bool = Field(False, description=CONTINUOUS_BATCHING)
     prefill_chunk_tokens: NonNegative = Field(0, description=PREFILL_CHUNK_TOKENS)
+    min_replicas: NonNegative = Field(0, description=MIN_REPLICAS)
+    max_replicas: Positive | None = Field(None, description=MAX_REPLICAS)
+    scale_out_delay_ms: Positive | None = Field(None, description=SCALE_OUT_DELAY_MS)
+    idle_ms: Positive | None = Field(None, description=IDLE_MS)
     status: ModelStatus = "active"
 
 
@@ -162,6 +200,10 @@ class ModelUpdate(Body):
     cost_weight_milli: NonNegative | None = None
     continuous_batching: bool | None = Field(None, description=CONTINUOUS_BATCHING)
     prefill_chunk_tokens: NonNegative | None = Field(None, description=PREFILL_CHUNK_TOKENS)
+    min_replicas: NonNegative | None = Field(None, description=MIN_REPLICAS)
+    max_replicas: Positive | None = Field(None, description=MAX_REPLICAS + "; null turns it off")
+    scale_out_delay_ms: Positive | None = Field(None, description=SCALE_OUT_DELAY_MS)
+    idle_ms: Positive | None = Field(None, description=IDLE_MS)
     status: ModelStatus | None = None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from control.api.schemas.common import Body, Dto, Id, NonNegative, Positive, name_field
 from db import vocab
@@ -13,6 +13,10 @@ from db import vocab
 PriorityClass = Literal[vocab.PRIORITY_CLASSES]  # type: ignore[valid-type]
 TenantStatus = Literal[vocab.TENANT_STATUSES]  # type: ignore[valid-type]
 QuotaResource = Literal[vocab.QUOTA_RESOURCES]  # type: ignore[valid-type]
+STRICT_PRIORITY = (
+    "serve this tenant's work ahead of other tenants' lower-class work while it is less than "
+    "LEGATO_STRICT_PRIORITY_LEAD cost units (per weight) ahead of the least-served waiting tenant"
+)
 
 
 class CohortOut(Dto):
@@ -43,6 +47,7 @@ class TenantOut(Dto):
     priority_class: str
     status: str
     cohort_id: int | None
+    strict_priority: bool
     created_at: datetime
 
 
@@ -52,6 +57,7 @@ class TenantCreate(Body):
     priority_class: PriorityClass = "standard"
     status: TenantStatus = "active"
     cohort_id: Id | None = None
+    strict_priority: StrictBool = Field(False, description=STRICT_PRIORITY)
 
 
 class TenantUpdate(Body):
@@ -60,6 +66,7 @@ class TenantUpdate(Body):
     priority_class: PriorityClass | None = None
     status: TenantStatus | None = None
     cohort_id: Id | None = None
+    strict_priority: StrictBool | None = Field(None, description=STRICT_PRIORITY)
 
 
 class TenantFilter(BaseModel):

@@ -5,15 +5,17 @@ Every action is a frozen value (``control.core.values``) with a ``reason`` a per
 the phase each came from. By what they act on:
 
 - ``work``: ``Dispatch`` (a batch of ``BatchItem``s with their ``InputBinding``s), ``MoveStep``,
-  ``StepRetried``;
+  ``StepRetried``, ``StepPreempted``;
 - ``runs``: ``Reject``, ``Preempt``, ``RunFinished``;
 - ``fleet``: ``LoadModel``, ``EvictReplica``, ``DrainReplica``, ``ReplicaRoutable``,
   ``RolloutTransition``;
+- ``canary``: ``CanaryTransition``;
 - ``plan``: the ``Action`` union, ``PHASES``, ``StepPlan`` and its lazy ``PhaseView``.
 
 Import them from here (``from control.core.actions import Dispatch``).
 """
 
+from control.core.actions.canary import CanaryTransition as CanaryTransition
 from control.core.actions.fleet import DrainReplica as DrainReplica
 from control.core.actions.fleet import EvictReplica as EvictReplica
 from control.core.actions.fleet import LoadModel as LoadModel
@@ -30,4 +32,5 @@ from control.core.actions.work import BatchItem as BatchItem
 from control.core.actions.work import Dispatch as Dispatch
 from control.core.actions.work import InputBinding as InputBinding
 from control.core.actions.work import MoveStep as MoveStep
+from control.core.actions.work import StepPreempted as StepPreempted
 from control.core.actions.work import StepRetried as StepRetried

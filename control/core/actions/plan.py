@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from control.core.actions.canary import CanaryTransition
 from control.core.actions.fleet import (
     DrainReplica,
     EvictReplica,
@@ -13,7 +14,7 @@ from control.core.actions.fleet import (
     RolloutTransition,
 )
 from control.core.actions.runs import Preempt, Reject, RunFinished
-from control.core.actions.work import Dispatch, MoveStep, StepRetried
+from control.core.actions.work import Dispatch, MoveStep, StepPreempted, StepRetried
 from control.core.values import value
 
 Action = (
@@ -24,10 +25,12 @@ Action = (
     | EvictReplica
     | MoveStep
     | StepRetried
+    | StepPreempted
     | RunFinished
     | ReplicaRoutable
     | DrainReplica
     | RolloutTransition
+    | CanaryTransition
 )
 
 #: Phases of one step, in order. ``StepPlan.phases`` maps each to the actions it produced.

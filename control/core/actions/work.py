@@ -71,3 +71,25 @@ class StepRetried:
     attempt: int
     idempotency_key: str
     reason: str
+    #: "timeout": the failed attempt outlived its node's ``timeout_s``; the retry runs under a
+    #: fresh idempotency key at once (``dag.reissue``); the late result is discarded
+    cause: str = ""
+
+
+@value
+class StepPreempted:
+    """A step of a lower class that borrowed a reservation's headroom and had not started is
+    taken back for a class the reservation holds it for, and requeued (never failed). When it
+    had been dispatched (``dispatched``) its attempt ``key`` is abandoned: the driver cancels it
+    on the executor (best effort; a result that still comes is discarded and billed once) and
+    ``new_key`` is its next attempt; a step only queued on the replica keeps its key."""
+
+    request_id: str
+    key: str
+    new_key: str
+    node_id: str
+    tenant_id: str
+    priority_class: str
+    replica_id: str
+    dispatched: bool
+    reason: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from control.core.batching.adaptive import AdaptiveBatching, AdaptiveConfig
 from control.core.batching.base import BatchPolicy
+from control.core.batching.queue_building import QueueBuildingBatching, QueueBuildingConfig
 from control.core.batching.size_delay import SizeDelayBatching, SizeDelayConfig
 from control.core.registry import PolicyEntry, PolicyRegistry
 
@@ -17,6 +18,11 @@ BATCHING: PolicyRegistry[BatchPolicy] = PolicyRegistry(
         PolicyEntry(
             "adaptive", AdaptiveConfig, AdaptiveBatching,
             "max batch size learnt per model from observed latencies against an SLO",
+        ),
+        PolicyEntry(
+            "queue_building", QueueBuildingConfig, QueueBuildingBatching,
+            "waits for a batch to fill only while the queue is building, up to a max delay "
+            "(serving's default)",
         ),
     ),
 )  # fmt: skip

@@ -192,7 +192,9 @@ class DagRun:
             return (InputRef(self.run_id, node_id, fld, dev, rep, chunk),)
         if len(locs) == 1:  # the common case: one step made the output
             dev, rep = locs[0]
-            return (InputRef(self.run_id, node_id, fld, dev, rep, None),)
+            # a map node's lone chunk is stored as chunk 0 (``node#0``), like any chunk
+            one = None if self.dag.nodes[node_id].map_over is None else 0
+            return (InputRef(self.run_id, node_id, fld, dev, rep, one),)
         return tuple(
             InputRef(self.run_id, node_id, fld, dev, rep, i) for i, (dev, rep) in enumerate(locs)
         )

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 #: Pseudo-node whose fields are the workflow's inputs.
 INPUT_NODE = "input"
@@ -55,7 +54,12 @@ _EMPTY_STR: Mapping[str, str] = _EMPTY  # type: ignore[assignment]  # the same e
 
 
 class SpecFormatError(ValueError):
-    """The dict is not shaped like a workflow spec (missing key, wrong type)."""
+    """The dict is not shaped like a workflow spec (missing key, wrong type). ``problems``
+    lists every one found, each 'location: message' (``nodes[emb].retries: ...``)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems: tuple[str, ...] = problems
 
 
 @dataclass(frozen=True)
@@ -117,64 +121,26 @@ class DagSpec:
         return validate(self, known_models, known_tools)
 
 
-def _split_ref(ref: object, where: str) -> tuple[str, str]:
-    if not isinstance(ref, str) or ref.count(".") != 1:
-        raise SpecFormatError(f"{where}: expected 'node.field', got {ref!r}")
-    node, fld = ref.split(".")
-    return node, fld
-
-
-def _node_from_dict(i: int, raw: object) -> NodeSpec:
-    if not isinstance(raw, Mapping) or "id" not in raw:
-        raise SpecFormatError(f"nodes[{i}]: expected a mapping with an 'id', got {raw!r}")
-    timeout = raw.get("timeout_s")
-    deadline = raw.get("deadline_s")
-    return NodeSpec(
-        node_id=str(raw["id"]),
-        task=raw.get("task"),
-        model=raw.get("model"),
-        tool=raw.get("tool"),
-        join=str(raw.get("join", "all")),
-        retries=int(raw.get("retries", 0)),
-        timeout_s=None if timeout is None else float(timeout),
-        priority_class=raw.get("priority_class"),
-        deadline_s=None if deadline is None else float(deadline),
-        map_over=raw.get("map_over"),
-        params=MappingProxyType(dict(raw.get("params") or {})),
-    )
-
-
-def _str_map(raw: Any) -> Mapping[str, str]:
-    """A read-only str -> str copy of an optional mapping (``inputs``, ``outputs``); whatever
-    ``dict()`` refuses raises as it does."""
-    return MappingProxyType({str(k): str(v) for k, v in dict(raw or {}).items()})
-
-
 def dag_from_dict(raw: Mapping[str, object]) -> DagSpec:
-    """Build a spec from a parsed JSON/YAML dict. Raises SpecFormatError on a malformed shape;
-    semantic problems (cycles, unknown models...) are left to ``validate``."""
+    """Build a spec from a parsed JSON/YAML dict. Raises SpecFormatError listing every
+    malformed part at once, each located (``nodes[emb].retries``); semantic problems (cycles,
+    unknown models...) are left to ``validate``."""
+    from control.core.dag.spec_parse import edge_from_dict, node_from_dict, str_map
+
     if not isinstance(raw, Mapping) or "workflow" not in raw:
-        raise SpecFormatError("expected a mapping with a 'workflow' name")
+        raise SpecFormatError("spec: expected a mapping with a 'workflow' name")
     nodes_raw = raw.get("nodes") or []
     edges_raw = raw.get("edges") or []
     if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
-        raise SpecFormatError("'nodes' and 'edges' must be lists")
-    nodes = tuple(_node_from_dict(i, n) for i, n in enumerate(nodes_raw))
-    edges = []
-    for i, e in enumerate(edges_raw):
-        if not isinstance(e, Mapping):
-            raise SpecFormatError(f"edges[{i}]: expected a mapping, got {e!r}")
-        src, sf = _split_ref(e.get("from"), f"edges[{i}].from")
-        dst, df = _split_ref(e.get("to"), f"edges[{i}].to")
-        when = e.get("when")
-        edges.append(EdgeSpec(src, sf, dst, df, None if when is None else str(when)))
-    return DagSpec(
-        workflow=str(raw["workflow"]),
-        nodes=nodes,
-        edges=tuple(edges),
-        inputs=_str_map(raw.get("inputs")),
-        outputs=_str_map(raw.get("outputs")),
-    )
+        raise SpecFormatError("spec: 'nodes' and 'edges' must be lists")
+    problems: list[str] = []
+    nodes = tuple(node_from_dict(i, n, problems) for i, n in enumerate(nodes_raw))
+    edges = tuple(edge_from_dict(i, e, problems) for i, e in enumerate(edges_raw))
+    inputs = str_map(raw.get("inputs"), "inputs", problems)
+    outputs = str_map(raw.get("outputs"), "outputs", problems)
+    if problems:
+        raise SpecFormatError(*problems)
+    return DagSpec(str(raw["workflow"]), nodes, edges, inputs, outputs)  # type: ignore[arg-type]
 
 
 def linear_pipeline(workflow: str, stages: list[tuple[str, str, str, str]]) -> DagSpec:

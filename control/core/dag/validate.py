@@ -108,6 +108,24 @@ def _check_edges(spec: DagSpec, by_id: Mapping[str, NodeSpec]) -> list[Validatio
     return out
 
 
+def _map_sources(spec: DagSpec, by_id: Mapping[str, NodeSpec]) -> list[ValidationProblem]:
+    """A ``map_over`` field must be fed by a node that splits its output (its item count
+    sets the number of chunks); a workflow input has no item count the core knows, so
+    mapping over one would run a single chunk over the whole list."""
+    out: list[ValidationProblem] = []
+    for e in spec.edges:
+        node = by_id.get(e.target)
+        if node is None or node.map_over != e.target_field or e.source != INPUT_NODE:
+            continue
+        msg = (
+            f"map_over {node.map_over!r} is fed by the workflow input "
+            f"'input.{e.source_field}': map over a node's output instead (e.g. a 'segment' "
+            "tool that splits the input)"
+        )
+        out.append(ValidationProblem("bad_map_over", f"nodes[{node.node_id}].map_over", msg))
+    return out
+
+
 def _exclusive(spec: DagSpec, edge_indexes: list[int]) -> bool:
     """Edges from one router with distinct labels never fire together."""
     edges = [spec.edges[i] for i in edge_indexes]
@@ -200,6 +218,7 @@ def validate(
         by_id.setdefault(n.node_id, n)
         problems.extend(_check_node(n, known_models, tools))
     problems.extend(_check_edges(spec, by_id))
+    problems.extend(_map_sources(spec, by_id))
     ids = set(by_id)
     for comp in _cycles(spec, ids):
         msg = f"cycle through {' -> '.join(comp)}"

@@ -122,6 +122,8 @@ class TenantSpec:
     priority_class: str = "standard"  # default class of the tenant's requests
     cohort: str | None = None
     status: str = "active"
+    # Its items overtake other tenants' lower-class items, within a bounded lead (see strict.py)
+    strict_priority: bool = False
 
 
 @keeps_dict  # serialized with vars()

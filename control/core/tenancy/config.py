@@ -20,6 +20,10 @@ class TenancyManagerConfig:
     held_retry_after_s: retry-after given when a held resource (concurrency, queue slots) is
         full, since nothing in the core knows when a run will end.
     max_remembered_rejections: refusals kept so that ``explain`` can answer for them.
+    strict_priority_lead: cost units (per unit of weight) a ``strict_priority`` tenant may run
+        ahead of the least-served other waiting tenant while its work overtakes theirs; past
+        that its work waits its fair turn (the bound that keeps strict priority from starving
+        anyone; see ``strict``).
     """
 
     fair_share: str = "vtc"
@@ -29,12 +33,14 @@ class TenancyManagerConfig:
     device_us_per_cost_unit: int = 1000
     held_retry_after_s: float = 1.0
     max_remembered_rejections: int = 1024
+    strict_priority_lead: int = 20_000
 
     def __post_init__(self) -> None:
         for name in (
             "default_max_queued_runs",
             "device_us_per_cost_unit",
             "max_remembered_rejections",
+            "strict_priority_lead",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -38,8 +38,9 @@ def _quota_clauses(mgr: TenancyManager, tenant_id: str, now: float) -> list[str]
 
 
 def queue_positions(mgr: TenancyManager, now: float) -> QueuePositions:
-    """The fair-share order of every queued item, as positions by request."""
-    ordered = mgr.fair.order(list(mgr.queued.values()), now)
+    """The service order (fair share, strict priority) of every queued item, as positions by
+    request."""
+    ordered = mgr.order(list(mgr.queued.values()), now)
     first: dict[str, int] = {}
     for index, item in enumerate(ordered):
         first.setdefault(item.request_id, index)

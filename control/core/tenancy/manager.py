@@ -1,7 +1,8 @@
 """``TenancyManager``: the tenancy half of the core, assembled from pluggable parts.
 
-Parts: a fair-share policy from the registry (VTC by default), the front-door admission limits
-(status, bounded queue, token buckets), the cohort quota ledger and the headroom guard. The
+Parts: a fair-share policy from the registry (VTC by default) with strict priority across
+tenants layered on its order (``strict``), the front-door admission limits (status, bounded
+queue, token buckets), the cohort quota ledger and the headroom guard. The
 manager tracks runs and queued steps so it knows who is backlogged, what is waiting, and what
 was borrowed. It is driven by ``ControlCore`` at the points listed in ``base.py``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import replace
 
 from control.core.tenancy.admission import AdmissionLimits
 from control.core.tenancy.base import (
@@ -28,9 +30,11 @@ from control.core.tenancy.base import (
 from control.core.tenancy.config import TenancyManagerConfig
 from control.core.tenancy.explain import explain_run, queue_positions
 from control.core.tenancy.fairshare import make_fair_share
+from control.core.tenancy.fairshare.base import COUNTER_SCALE
 from control.core.tenancy.headroom import HeadroomGuard
 from control.core.tenancy.quota import QuotaLedger
-from control.core.tenancy.snapshot import TenancySnapshot, TenantSnapshot
+from control.core.tenancy.snapshot import TenancySnapshot, snapshot_of
+from control.core.tenancy.strict import strict_order
 from control.core.values import record
 
 
@@ -64,7 +68,21 @@ class TenancyManager:
         self._waiting: dict[str, int] = {}
         self._rejections: OrderedDict[str, Rejected] = OrderedDict()
         self._weights: dict[str, int] = {}
+        self._strict: frozenset[str] = frozenset()
         self._now = 0.0
+
+    def set_fair_share(self, name: str, config: object | None, now: float) -> None:
+        """Replace the fair-share policy by ``name`` (``config``: its own, None: defaults),
+        keeping runs, queues and quotas; the new policy starts with no service counted, told
+        the weights and which tenants are backlogged now. Raises ValueError (unknown name) or
+        TypeError (a config of another type) changing nothing."""
+        fair = make_fair_share(name, config)
+        fair.set_weights(self._weights)
+        for tenant_id, own in self._queued_by_tenant.items():
+            if own:
+                fair.on_backlogged(tenant_id, now)
+        self.fair, self._now = fair, now
+        self.config = replace(self.config, fair_share=name, fair_share_config=config)
 
     def configure(self, config: TenancyConfig, now: float) -> None:
         """Replace tenants, quotas and reservations. Runs, queues and counters are kept."""
@@ -75,6 +93,7 @@ class TenancyManager:
                     f"weight of tenant {tenant.tenant_id!r} must be > 0, got {tenant.weight}"
                 )
         self._weights = {t.tenant_id: t.weight for t in config.tenants}
+        self._strict = frozenset(t.tenant_id for t in config.tenants if t.strict_priority)
         self.fair.set_weights(self._weights)
         self.limits.configure(config.tenants, config.quotas, now)
         self.ledger.configure(config.tenants, config.quotas)
@@ -165,9 +184,14 @@ class TenancyManager:
             self.fair.on_idle(item.tenant_id, now)
 
     def order(self, items: Sequence[QueuedWork], now: float) -> list[QueuedWork]:
-        """Items in service order according to the fair-share policy; changes nothing."""
+        """Items in service order: the fair-share policy's, with strict-priority tenants'
+        items moved ahead of lower classes (``strict``); changes nothing."""
         self._now = now
-        return self.fair.order(items, now)
+        return self._strict_order(self.fair.order(items, now))
+
+    def _strict_order(self, fair_order: Sequence[QueuedWork]) -> list[QueuedWork]:
+        lead = self.config.strict_priority_lead * COUNTER_SCALE
+        return strict_order(fair_order, self._strict, self.fair.counters(), self._weights, lead)
 
     def queue_key(self, item: QueuedWork) -> tuple:
         """How the fair-share policy sorts one tenant's own items."""
@@ -176,9 +200,14 @@ class TenancyManager:
     def select(
         self, heads: Mapping[str, Sequence[QueuedWork]], limit: int, now: float
     ) -> list[QueuedWork]:
-        """The next ``limit`` items of a pending queue in service order; changes nothing."""
+        """The next ``limit`` items of a pending queue in service order; changes nothing.
+        With a strict-priority tenant waiting, all the heads are ordered (its lifted items
+        are among its own heads, which are sorted by class)."""
         self._now = now
-        return self.fair.select(heads, limit, now)
+        if not self._strict.intersection(t for t, own in heads.items() if own):
+            return self.fair.select(heads, limit, now)
+        everything = self.fair.select(heads, sum(len(own) for own in heads.values()), now)
+        return self._strict_order(everything)[:limit]
 
     def charge(self, tenant_id: str, cost_units: int, now: float, key: str | None = None) -> None:
         """A step was dispatched: charge its tenant and take the step off the queue books.
@@ -247,31 +276,4 @@ class TenancyManager:
 
     def snapshot(self) -> TenancySnapshot:
         """Immutable view as of the last ``now`` seen."""
-        counters = self.fair.counters()
-        known = (
-            set(self._weights)
-            | set(self._queued_by_tenant)
-            | {r.tenant_id for r in self.runs.values()}
-        )
-        tenants = []
-        for tenant_id in sorted(known):
-            spec = self.limits.tenant(tenant_id)
-            runs = [r for r in self.runs.values() if r.tenant_id == tenant_id]
-            tenants.append(
-                TenantSnapshot(
-                    tenant_id,
-                    self.weight(tenant_id),
-                    spec.priority_class if spec else "standard",
-                    spec.cohort if spec else None,
-                    spec.status if spec else "unknown",
-                    counters.get(tenant_id),
-                    len(self._queued_by_tenant.get(tenant_id, {})),
-                    self._waiting.get(tenant_id, 0),
-                    len(runs),
-                    sum(r.borrowed for r in runs),
-                    self.ledger.uses(tenant_id, self._now),
-                )
-            )
-        return TenancySnapshot(
-            self._now, self.fair.name, self.least_served(), tuple(tenants), self.headroom.snapshot()
-        )
+        return snapshot_of(self)

@@ -2,7 +2,8 @@
 
 Fair share decides *which tenant* is served next; this key decides *which of its items*. Keeping
 the two apart is what makes priorities live "inside" fairness: a tenant's critical work overtakes
-its own batch work, never another tenant's share.
+its own batch work, never another tenant's share. The one exception is an operator's: a tenant
+marked ``strict_priority`` also overtakes other tenants' lower classes, within a bound (``strict``).
 """
 
 from __future__ import annotations

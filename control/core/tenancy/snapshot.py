@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from control.core.tenancy.headroom import HeadroomPoolSnapshot
 from control.core.tenancy.quota import QuotaUse
+
+if TYPE_CHECKING:
+    from control.core.tenancy.manager import TenancyManager
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,32 @@ class TenancySnapshot:
             if entry.tenant_id == tenant_id:
                 return entry
         raise KeyError(f"tenant {tenant_id!r} is not in the snapshot")
+
+
+def snapshot_of(mgr: TenancyManager) -> TenancySnapshot:
+    """``mgr``'s immutable view as of the last ``now`` it saw."""
+    counters = mgr.fair.counters()
+    runs = mgr.runs.values()
+    known = set(mgr._weights) | set(mgr._queued_by_tenant) | {r.tenant_id for r in runs}
+    tenants = []
+    for tenant_id in sorted(known):
+        spec = mgr.limits.tenant(tenant_id)
+        own = [r for r in runs if r.tenant_id == tenant_id]
+        tenants.append(
+            TenantSnapshot(
+                tenant_id,
+                mgr.weight(tenant_id),
+                spec.priority_class if spec else "standard",
+                spec.cohort if spec else None,
+                spec.status if spec else "unknown",
+                counters.get(tenant_id),
+                len(mgr._queued_by_tenant.get(tenant_id, {})),
+                mgr._waiting.get(tenant_id, 0),
+                len(own),
+                sum(r.borrowed for r in own),
+                mgr.ledger.uses(tenant_id, mgr._now),
+            )
+        )
+    return TenancySnapshot(
+        mgr._now, mgr.fair.name, mgr.least_served(), tuple(tenants), mgr.headroom.snapshot()
+    )

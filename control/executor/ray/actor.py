@@ -103,11 +103,14 @@ class DeviceActor:
     # ---- load group
 
     def load(self, replica_id: str, ref: ModelRef) -> tuple[float, int]:
-        """Build the replica's adapter; (load ms, MiB). Raises what the load raised."""
+        """Build the replica's adapter and run its warm-up pass (``adapters.warmup``); (load
+        ms, MiB). Raises what the load raised."""
         from control.executor.adapters import build_adapter
+        from control.executor.adapters.warmup import warm_up
 
         started = SYSTEM_CLOCK.perf_counter()
         adapter = build_adapter(ref, self.torch_device, self.cache_dir)
+        warm_up(adapter, ref.task)  # before it answers: the first request pays no first call
         self.adapters[replica_id] = adapter
         return (SYSTEM_CLOCK.perf_counter() - started) * 1000.0, adapter.memory_mib()
 

@@ -24,7 +24,8 @@ Threads, and why:
   and Python switches threads every few ms otherwise, so a busy main thread does not starve it.
   At each beat that finds the main thread busy (not reading) it also queues what waits in the
   pipe, so a ``cancel`` of queued items is answered within a beat even behind a long batch;
-* a loader thread loads models (reads weights, builds the adapter, measures time and memory).
+* a loader thread loads models (reads weights, builds the adapter, runs one warm-up forward
+  pass through it (:mod:`~control.executor.adapters.warmup`), measures time and memory).
   Loading is the cold path: it runs beside the hot replicas instead of in front of them, and
   needs no hand-over between processes because the weights land in this worker's own memory (on
   CUDA, in its own context). torch and safetensors release the GIL while reading and computing,
@@ -196,6 +197,7 @@ class Worker:
 
     def _loader(self) -> None:
         from control.executor.adapters import build_adapter
+        from control.executor.adapters.warmup import warm_up
 
         while (job := self.loads.get()) is not None:
             load_id, replica_id, ref = job
@@ -206,6 +208,7 @@ class Worker:
                 log.exception("load of %s failed", replica_id)
                 self.send((wire.LOAD_FAILED, load_id, replica_id, f"{type(err).__name__}: {err}"))
                 continue
+            warm_up(adapter, ref.task)  # before the report: the first request pays no first call
             load_ms = (self.clock.perf_counter() - started) * 1000.0
             # Install before reporting, so a batch sent after the report finds the replica.
             self.ready.put((replica_id, adapter))
