@@ -94,6 +94,15 @@ class Settings(BaseSettings):
         "run's inputs; more is a 422 naming the input.",
     )
 
+    prefix_block_tokens: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="Prompt tokens per prefix block: the gateway hashes a generate prompt's "
+        "token ids in blocks of this many (chained) and the core routes by the blocks a "
+        "replica's KV cache probably holds.",
+    )
+
     executor: Literal["local", "ray"] = Field(
         "local",
         description="Executor backend: local (one worker process per device of this machine) "

@@ -20,6 +20,7 @@ from control.api.auth import Principal
 from control.api.door import Door
 from control.api.errors import ApiError, Problem
 from control.api.ports import Inference
+from control.api.prompts import prompt_shape
 from control.api.schemas.inference import NodeRun, RunOut, RunUsage
 from control.api.state import Gateway
 from control.core.capacity import CapacityAdmissionConfig
@@ -78,6 +79,7 @@ async def start_run(
     if refusal is not None:  # refused before the run log or the core see it
         raise ApiError(429, "rejected", f"not admitted: {refusal.reason}",
                        headers={"Retry-After": str(max(1, math.ceil(refusal.retry_after_s)))})  # fmt: skip
+    shape = await prompt_shape(gw, f"{workflow[0]}:{workflow[1]}", payload, sampling or {})
     call = RunCall(
         tenant_id=who.tenant_id,
         tenant_name=who.tenant_name,
@@ -92,6 +94,8 @@ async def start_run(
         announce_at_end=announce_at_end,
         sampling=dict(sampling or {}),
         timeout_s=timeout_s,
+        prefix_blocks=shape.prefix_blocks,
+        prompt_tokens=shape.tokens,
     )
     started = await inference.submit(call)
     if announce_at_end and not started.existing:

@@ -187,7 +187,7 @@ def form_batch(
     for s in chosen:
         dequeue(pol, cluster, queues, s, True, now)
     n = len(chosen)
-    predicted, prefill_us = _predict(pol.latency, rec, chosen, now)
+    predicted, prefill_us = _predict(pol, rec, chosen, now)
     # sent ahead: it starts when the batch in flight ends
     ahead = bool(rec.running) and not rec.model.continuous_batching
     start = max(now, rec.busy_until) if ahead else now
@@ -221,19 +221,23 @@ def _ahead(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> Form
 
 
 def _predict(
-    latency: LatencyModel, rec: ReplicaRecord, chosen: list[QueuedStep], now: float
+    pol: Policies, rec: ReplicaRecord, chosen: list[QueuedStep], now: float
 ) -> tuple[int, int]:
     """(predicted us until the batch ``chosen`` ends on ``rec``, its prefill us on a continuous
     replica, else 0). On a continuous replica the prefill runs as one iteration after those
     already scheduled (the running sequences wait for it), or in chunks beside their decode
-    tokens; then every sequence decodes together at the loop's new size."""
-    longest = max([s.input_tokens for s in chosen])  # list comprehensions: no generator frames
+    tokens; then every sequence decodes together at the loop's new size. A prompt's predicted
+    prefix cache hit is not prefilled (the replica computes only the rest)."""
+    latency, bt = pol.latency, pol.config.prefix_block_tokens
+    longest = max([s.prefill_tokens(bt) for s in chosen])  # list comprehensions: no generators
     out = max([s.max_output_tokens for s in chosen])
     acc, n, key = rec.device.accelerator, len(chosen), rec.model.key
     if not rec.model.continuous_batching:
         return service_us(latency, key, acc, n, longest, out), 0
     if rec.model.prefill_chunk_tokens:
-        prefill_us = chunked_prefill_us(latency, rec, acc, sum([s.input_tokens for s in chosen]))
+        prefill_us = chunked_prefill_us(
+            latency, rec, acc, sum([s.prefill_tokens(bt) for s in chosen])
+        )
     else:
         prefill_us = latency.forward_us(key, acc, n, longest)
     decode = latency.decode_us(key, acc, rec.running_seqs + n, out) if out else 0

@@ -9,8 +9,10 @@ can start it soon (ready and free, or finishing within ``bind_ahead_us``), and o
 next, so the fair-share order holds across the whole model, not per replica.
 
 Still bound at once: a session that stays on its replica (affinity under the balance guard), a
-step that triggers a cold load (it waits on the loading replica), and every step when
-``enabled`` is False. Among the replicas with room, each taken step goes where the routing
+step whose prompt prefix a replica's cache probably holds when that replica is where it is
+predicted to complete first (its queue against the prefill it saves; predicted better off
+elsewhere, it waits fairly like any step), a step that triggers a cold load (it waits on the
+loading replica), and every step when ``enabled`` is False. Among the replicas with room, each taken step goes where the routing
 policy predicts the earliest completion (prefix-cache savings and input transfer included).
 """
 
@@ -22,6 +24,13 @@ from control.core.context import Policies
 from control.core.parts import Queues
 from control.core.state import QueuedStep, ReplicaRecord
 from control.core.types import ReplicaState
+
+
+def held(step: QueuedStep, candidates: list[ReplicaRecord]) -> bool:
+    """Whether a candidate's cache probably holds the step's leading prefix block (then the
+    step is routed at once: see the module's docstring)."""
+    first = step.prefix_blocks[:1]
+    return bool(first) and any(c.prefix.match(first) for c in candidates)
 
 
 def park(pol: Policies, queues: Queues, step: QueuedStep, now: float) -> None:

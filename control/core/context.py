@@ -36,6 +36,7 @@ from control.core.routing.stealing import StealConfig
 from control.core.routing.transfer import TransferCosts
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
+from control.core.types import BLOCK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class CoreConfig:
     transfer: TransferCosts = field(default_factory=TransferCosts)
     prefix_capacity_blocks: int = field(
         default=4096, metadata={"help": "prefix-cache blocks each replica's index remembers"}
+    )
+    prefix_block_tokens: int = field(
+        default=BLOCK_TOKENS,
+        metadata={"help": "prompt tokens per prefix block hash (what a predicted hit saves)"},
     )
     speculative_preload: bool = field(
         default=True, metadata={"help": "preload models a starting run's later nodes need"}
@@ -109,6 +114,8 @@ class CoreConfig:
     def __post_init__(self) -> None:
         if not self.request_ids_kept_s > 0:
             raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
+        if self.prefix_block_tokens < 1:
+            raise ValueError(f"prefix_block_tokens must be >= 1, got {self.prefix_block_tokens!r}")
         if self.max_recomputes < 0:
             raise ValueError(f"max_recomputes must be >= 0, got {self.max_recomputes!r}")
         if self.max_device_loss_retries < 0:

@@ -58,6 +58,14 @@ def scale_to_zero(
     timers.idle_check_at = check_at
 
 
+def served_key(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
+    """The model key a step is served by: a canary's choice (``pick_canary``), then a
+    rollout's weighted split (``pick_variant``), else its own key."""
+    if catalog.canaries:
+        step.model_key = pick_canary(catalog, cluster, step) or step.model_key
+    return pick_variant(catalog, step) if catalog.splits else step.model_key
+
+
 def pick_variant(catalog: Catalog, step: QueuedStep) -> str:
     """The served model key for a step: its own key, or a canary version by weight."""
     key = step.model_key or ""

@@ -128,12 +128,12 @@ class Queues:
         self.sessions = {s: r for s, r in self.sessions.items() if r != replica_id}
 
     def routing_context(
-        self, now: float, latency: LatencyModel, transfer: TransferCosts
+        self, now: float, latency: LatencyModel, transfer: TransferCosts, block_tokens: int
     ) -> RoutingContext:
         """The context routing policies score in, made once per instant and session map."""
         ctx = self._ctx
         if ctx is None or ctx.now != now or ctx.sessions is not self.sessions:
-            ctx = self._ctx = RoutingContext(now, latency, transfer, self.sessions)
+            ctx = self._ctx = RoutingContext(now, latency, transfer, self.sessions, block_tokens)
         return ctx
 
 

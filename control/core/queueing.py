@@ -10,28 +10,30 @@ pool, a cold load is emitted and the step queues on the loading replica instead 
 
 from __future__ import annotations
 
-from control.core.binding import park, rooms_of, unpark
+from control.core.binding import held, park, rooms_of, unpark
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.headroom_fit import bind_kept, fitting, kept_rooms
 from control.core.latency import LatencyModel, service_us
-from control.core.lifecycle import pick_canary, pick_variant
+from control.core.lifecycle import served_key
 from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Catalog, Ids, Queues
 from control.core.routing.base import StepDemand
 from control.core.state import QueuedStep, ReplicaRecord
-from control.core.types import DeviceSpec, ModelSpec
+from control.core.types import BLOCK_TOKENS, DeviceSpec, ModelSpec
 
 
-def estimate(latency: LatencyModel, step: QueuedStep, rec: ReplicaRecord) -> None:
-    """Set ``step.est_us``: its share of a full batch on ``rec``'s device type."""
+def estimate(
+    latency: LatencyModel, step: QueuedStep, rec: ReplicaRecord, block_tokens: int = BLOCK_TOKENS
+) -> None:
+    """Set ``step.est_us``: its share of a full batch on ``rec``'s device type (its prompt
+    less the prefix blocks predicted to hit there: the replica prefills only the rest)."""
     dt = rec.device.accelerator
     if step.est_dt == dt and step.model_key == rec.model.key:
         return
-    b = rec.model.max_batch_size
+    b, tokens = rec.model.max_batch_size, step.prefill_tokens(block_tokens)
     step.est_us = max(
-        1,
-        service_us(latency, rec.model.key, dt, b, step.input_tokens, step.max_output_tokens) // b,
+        1, service_us(latency, rec.model.key, dt, b, tokens, step.max_output_tokens) // b
     )
     step.est_dt = dt
 
@@ -43,7 +45,7 @@ def enqueue(
     """Append to a replica's queue and mark the replica dirty. A new or moved step tells
     tenancy (on_enqueue) and its wait restarts; a ``bound`` step (taken from its model's
     pending queue) is already on tenancy's books and keeps its ready time."""
-    estimate(pol.latency, step, rec)
+    estimate(pol.latency, step, rec, pol.config.prefix_block_tokens)
     step.replica_id = rec.replica_id
     if not bound:
         step.arrival = now
@@ -91,24 +93,23 @@ def route(
 ) -> bool:  # fmt: skip
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
-    if catalog.canaries:
-        step.model_key = pick_canary(catalog, cluster, step) or step.model_key
-    if catalog.splits:
-        step.model_key = pick_variant(catalog, step)
+    step.model_key = served_key(catalog, cluster, step)
     model = catalog.models[step.model_key or ""]
     candidates = cluster.serving(model.key)
     late = pol.config.binding.enabled
     if late and candidates:
         session = step.run.request.session_id if step.node.task == "generate" else None
-        if session is None or session not in queues.sessions:
+        if (session is None or session not in queues.sessions) and not held(step, candidates):
             return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     demand = _demand(step)
-    ctx = queues.routing_context(now, pol.latency, pol.config.transfer)
+    ctx = queues.routing_context(
+        now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
+    )
     candidates = fitting(pol, cluster, candidates, step.work.priority_class)
     choice = pol.routing.choose(demand, candidates, ctx)
     target: ReplicaRecord | None = None
-    if choice is not None and late and not choice.affinity:
-        # the guard moved the session: wait fairly
+    if choice is not None and late and not choice.affinity and not choice.score.hit_blocks:
+        # the guard moved the session, or the prefix's holder is too busy: wait fairly
         return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
     counters = log.counters
     if choice is not None:
@@ -141,7 +142,7 @@ def _park_or_scale(
     work shared by the replicas, plus the least loaded replica's own wait) exceeds loading a
     new replica on the cold pool: then it queues on that new replica."""
     first = candidates[0]
-    estimate(pol.latency, step, first)
+    estimate(pol.latency, step, first, pol.config.prefix_block_tokens)
     queue = queues.pending.get(first.model.key)
     backlog = (queue.us // len(candidates)) if queue is not None else 0
     if (
@@ -239,7 +240,9 @@ def _bind(
     if len(rooms) == 1:
         rid = next(iter(rooms))
     else:
-        ctx = queues.routing_context(now, pol.latency, pol.config.transfer)
+        ctx = queues.routing_context(
+            now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
+        )
         choice = pol.routing.choose(_demand(step), [reps[r] for r in rooms], ctx)
         assert choice is not None  # candidates are non-empty
         rid = choice.score.replica_id

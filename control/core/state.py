@@ -47,6 +47,10 @@ class QueuedStep:
         self.pending_model: str | None = None  # model whose pending queue holds it (unbound)
         self.est_dt: str | None = None  # device type ``est_us`` was predicted for
 
+    def prefill_tokens(self, block_tokens: int) -> int:
+        """The prompt tokens its replica computes: all but the predicted prefix cache hit."""
+        return max(0, self.input_tokens - self.hit_blocks * block_tokens)
+
 
 class ReplicaRecord:
     """A model replica on one device (or a tensor-parallel group) and its local queue."""

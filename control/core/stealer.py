@@ -19,11 +19,15 @@ from control.core.parts import ActionLog, Ids, Queues
 from control.core.queueing import dequeue, enqueue
 from control.core.routing.stealing import price_steal
 from control.core.state import QueuedStep, ReplicaRecord
-from control.core.types import BLOCK_TOKENS, ReplicaState
+from control.core.types import ReplicaState
 
 
 def _lost_cache_us(
-    latency: LatencyModel, step: QueuedStep, victim: ReplicaRecord, thief: ReplicaRecord
+    latency: LatencyModel,
+    step: QueuedStep,
+    victim: ReplicaRecord,
+    thief: ReplicaRecord,
+    block_tokens: int,
 ) -> int:
     """Prefill time the step would save on the victim's cache but not on the thief's."""
     if not step.prefix_blocks:
@@ -34,7 +38,7 @@ def _lost_cache_us(
     lat, key, dt = latency, victim.model.key, victim.device.accelerator
     full = lat.forward_us(key, dt, 1, step.input_tokens)
     return max(
-        0, full - lat.forward_us(key, dt, 1, max(0, step.input_tokens - lost * BLOCK_TOKENS))
+        0, full - lat.forward_us(key, dt, 1, max(0, step.input_tokens - lost * block_tokens))
     )
 
 
@@ -65,7 +69,7 @@ def steal_into(
         victim_wait = victim.wait_us(now) - step.est_us
         decision = price_steal(
             victim_wait, thief_wait, load,
-            _lost_cache_us(pol.latency, step, victim, thief),
+            _lost_cache_us(pol.latency, step, victim, thief, pol.config.prefix_block_tokens),
             _transfer_delta(pol, step, victim, thief), pol.config.stealing,
         )  # fmt: skip
         if not decision.steal:

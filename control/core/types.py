@@ -18,7 +18,8 @@ from control.core.values import keeps_dict, value
 TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
 #: Tool steps the executor runs on the host (no model replica, no batching).
 TOOLS: tuple[str, ...] = ("vector_search", "router", "segment")
-#: Tokens per prefix-cache block (Mooncake trace convention: one hash per 512 tokens).
+#: Default tokens per prefix-cache block (Mooncake trace convention: one hash per 512 tokens);
+#: ``CoreConfig.prefix_block_tokens`` sets it (the live gateway's blocks are smaller).
 BLOCK_TOKENS = 512
 #: Pools a device can belong to. Cold loads only ever land on the cold pool.
 POOLS: tuple[str, ...] = ("hot", "cold")
@@ -163,7 +164,7 @@ class Request:
     session_id: str | None = None
     prompt_tokens: int = 0
     max_output_tokens: int = 0
-    prefix_blocks: tuple[int, ...] = ()  # one hash per 512-token block of the prompt
+    prefix_blocks: tuple[int, ...] = ()  # chained hashes, one per whole block of the prompt
     idempotency_key: str | None = None
     inputs: Mapping[str, object] = field(
         default_factory=lambda: _EMPTY

@@ -9,8 +9,9 @@ Nothing here reaches a hub: ``HF_HUB_OFFLINE=1`` is set before transformers is i
   take 0.3 s). The conversion writes to a temporary folder and renames it, so a crash midway
   never leaves a half-written model behind.
 * ``hf``: any local folder an operator registers (``ModelRef.path``).
-* ``tiny``: small random models built from a config (``gpt2``, ``bert``, ``bert-cls``) and
-  cached under ``cache_dir/tiny``; fixed seeds make every build identical.
+* ``tiny``: small random models built from a config (``gpt2``, ``gpt2-chat``: the same with a
+  ChatML chat template as SmolLM2's, ``bert``, ``bert-cls``) and cached under
+  ``cache_dir/tiny``; fixed seeds make every build identical.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def _save_atomically(target: Path, model, tokenizer) -> Path:
 
 def ensure_tiny(arch: str, cache_dir: Path) -> Path:
     """Build (once) and return a tiny random model folder for ``arch``."""
-    builders = {"gpt2": _tiny_gpt2, "bert": _tiny_bert, "bert-cls": _tiny_bert_cls}
+    builders = {"gpt2": _tiny_gpt2, "gpt2-chat": _tiny_gpt2_chat, "bert": _tiny_bert,
+                "bert-cls": _tiny_bert_cls}  # fmt: skip
     if arch not in builders:
         raise ExecutorError(f"tiny model {arch!r} is not one of {sorted(builders)}")
     target = Path(cache_dir) / "tiny" / arch
@@ -198,10 +200,24 @@ def _tiny_bert_cls():
     return BertForSequenceClassification(cfg), tok
 
 
-def _tiny_gpt2():
+#: SmolLM2's ChatML turns, without its default system prompt.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _tiny_gpt2_chat():
+    """The tiny GPT-2 with a chat template (ChatML's turn markers are special tokens)."""
+    return _tiny_gpt2(chat=True)
+
+
+def _tiny_gpt2(chat: bool = False):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    tok = _byte_level_tokenizer()
+    tok = _byte_level_tokenizer(["<|im_start|>", "<|im_end|>"] if chat else [])
+    if chat:
+        tok.chat_template = CHATML_TEMPLATE
     cfg = GPT2Config(
         vocab_size=len(tok),
         n_positions=512,
@@ -214,9 +230,9 @@ def _tiny_gpt2():
     return GPT2LMHeadModel(cfg), tok
 
 
-def _byte_level_tokenizer():
-    """A real BPE tokenizer for the tiny GPT-2: SmolLM2's own when it is already converted,
-    else a byte-level tokenizer trained in memory on a fixed text (no network, deterministic)."""
+def _byte_level_tokenizer(extra_special: list[str] | None = None):
+    """A real BPE tokenizer for the tiny GPT-2: a byte-level tokenizer trained in memory on a
+    fixed text (no network, deterministic), with ``extra_special`` tokens after its own."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -225,7 +241,7 @@ def _byte_level_tokenizer():
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=600,
-        special_tokens=["<|endoftext|>"],
+        special_tokens=["<|endoftext|>", *(extra_special or [])],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     corpus = [
@@ -239,6 +255,7 @@ def _byte_level_tokenizer():
         bos_token="<|endoftext|>",
         eos_token="<|endoftext|>",
         unk_token="<|endoftext|>",
+        additional_special_tokens=list(extra_special or []),
     )
 
 

@@ -175,6 +175,10 @@ class Completions:
                    r.prefix_hit_tokens)  # fmt: skip
         if run is None:
             return
+        ttft_ms = None
+        if r.first_token_ms is not None:  # queued until dispatch, then the worker's own figure
+            ttft_ms = round((pb.dispatched_at - run.submitted_at) * 1000 + r.first_token_ms, 3)
+            self.later(self.metrics.step_first_token, model, ttft_ms / 1000)
         rec = UsageRecord(
             request_id=r.step.run_id, tenant_id=run.request.tenant_id,
             workflow=run.request.workflow, node_id=item.node_id,
@@ -183,7 +187,7 @@ class Completions:
             output_tokens=r.output_tokens,
             device_us=int(r.device_ms * 1000 / max(1, r.batch_size)),
             cost_units=self.cost.cost_units(model, r.input_tokens, r.output_tokens),
-            batch_size=r.batch_size,
+            batch_size=r.batch_size, prefix_hit_tokens=r.prefix_hit_tokens, ttft_ms=ttft_ms,
             kept=KeptOutput(item.node_id, item.chunk, r.label, r.item_count if r.ok else None,
                             r.output) if run.durable and r.output is not None else None,
         )  # fmt: skip

@@ -28,8 +28,8 @@ INPUT_ALIAS: Mapping[tuple[str, str], str] = {
     ("vector_search", "embedding"): "query_vector",
     ("generate", "context"): "documents",
 }
-#: GenParams fields a node's params may set.
-_GEN_FIELDS = ("temperature", "top_p", "seed", "top_k", "busy_ms")
+#: GenParams fields a node's params (or the run's sampling) may set.
+_GEN_FIELDS = ("temperature", "top_p", "seed", "top_k", "busy_ms", "templated")
 
 
 class InputUnavailable(LookupError):
@@ -149,8 +149,9 @@ def substitute(inputs: Mapping[str, Any], fetched: Mapping[Fetch, Any]) -> dict[
 
 #: Tokens a generate step may produce when neither its node nor its request sets a limit.
 DEFAULT_MAX_TOKENS = 32
-#: Sampling fields a caller may set per run; they apply to the run's generate steps only.
-SAMPLING_FIELDS = ("temperature", "top_p", "seed", "stop")
+#: Sampling fields a caller may set per run; they apply to the run's generate steps only
+#: (``templated``: set by the chat route, whose prompt the gateway rendered in the chat format).
+SAMPLING_FIELDS = ("temperature", "top_p", "seed", "stop", "templated")
 
 
 def gen_params(

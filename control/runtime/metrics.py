@@ -72,10 +72,6 @@ class RuntimeMetrics:
             "legato_tokens", "Tokens processed (real tokenizer counts)", ["model", "direction"],
             registry=r,
         )  # fmt: skip
-        self.prefix_hit_tokens = Counter(
-            "legato_prefix_cache_hit_tokens", "Prompt tokens served from a reused KV prefix",
-            ["model"], registry=r,
-        )  # fmt: skip
         self.device_busy = Counter(
             "legato_device_busy_seconds", "Measured compute time per device", ["device"],
             registry=r,
@@ -88,10 +84,24 @@ class RuntimeMetrics:
             "legato_preload", "Speculative preloads: issued, hits, misses", ["outcome"], registry=r
         )
         self._executor_counters(r)
+        self._generate_figures(r)
         self._scaling_gauges(r)
         self._busy_since_sample: dict[str, float] = {}
         self._last_sample: float | None = None
         self._resolve_children_once()
+
+    def _generate_figures(self, r: CollectorRegistry) -> None:
+        """Prefix cache and first token of generate steps, per model: the prefix hit rate is
+        ``legato_prefix_cache_hit_tokens`` over ``legato_tokens{direction="input"}``."""
+        self.step_ttft = Histogram(
+            "legato_generate_time_to_first_token_seconds",
+            "Run submission to a generate step's first token (streamed or not)", ["model"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.prefix_hit_tokens = Counter(
+            "legato_prefix_cache_hit_tokens", "Prompt tokens served from a reused KV prefix",
+            ["model"], registry=r,
+        )  # fmt: skip
 
     def _scaling_gauges(self, r: CollectorRegistry) -> None:
         self.preload_hit_rate = Gauge(
@@ -153,6 +163,9 @@ class RuntimeMetrics:
 
     def first_token(self, workflow: str, wall_s: float) -> None:
         self.ttft.labels(workflow).observe(wall_s)
+
+    def step_first_token(self, model: str, wall_s: float) -> None:
+        self.step_ttft.labels(model).observe(wall_s)
 
     def breaker(self, state: str) -> None:
         self.breaker_changes.labels(state).inc()

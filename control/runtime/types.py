@@ -77,6 +77,10 @@ class UsageRecord:
     batch_size: int
     #: a durable run's step: its output, to be recorded with this bill
     kept: KeptOutput | None = None
+    #: generate: prompt tokens its replica served from a cached KV prefix
+    prefix_hit_tokens: int = 0
+    #: generate: ms from the run's submission to this step's first token (None: no token)
+    ttft_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,11 @@ class RunCall:
     #: how long the caller waits for the end (sync routes): the run's deadline in the core, so
     #: a run predicted to wait longer is refused at the door (429) instead of timing out
     timeout_s: float | None = None
+    #: the generate prompt's chained prefix block hashes (:mod:`.prompt_prefix`), which the
+    #: core routes by; empty: none known (no tokenizer here, or a prompt built mid-workflow)
+    prefix_blocks: tuple[int, ...] = ()
+    #: the generate prompt's real token count when the gateway tokenized it (0: estimate)
+    prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)

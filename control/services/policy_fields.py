@@ -31,6 +31,8 @@ POLICY_FIELDS: dict[str, Exposure] = {
     "stealing": Exposure((_ALL,), live=True),
     "transfer": Exposure((_ALL,), live=True),
     "prefix_capacity_blocks": Exposure((_ALL,), live=True),
+    # fixed at start: the gateway hashes prompts into blocks of this size as the core routes
+    "prefix_block_tokens": Exposure(("prefix_block_tokens", _ALL), live=False),
     "speculative_preload": Exposure((_ALL,), live=True),
     "scale_to_zero_idle_s": Exposure((_ALL,), live=True),
     "finished_runs_kept": Exposure((_ALL,), live=False),

@@ -120,6 +120,8 @@ def node_views(
             "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
             "device_ms": device_ms(u), "done_ms": step.done_ms, "batch_size": u.batch_size,
         }  # fmt: skip
+        if u.ttft_ms is not None:  # a generate step: its prefix cache hit and first token
+            views[u.node_id].update(prefix_hit_tokens=u.prefix_hit_tokens, ttft_ms=u.ttft_ms)
     for name, ref in output_refs.items():
         node, _, port = ref.partition(".")
         if name in outputs:

@@ -18,6 +18,7 @@ from control.api.app import Lifespan, create_app
 from control.api.metrics import GatewayMetrics
 from control.api.plan_settings import plan_extras
 from control.api.ports import WhatIfEngine
+from control.api.prompts import PROMPT_PREFIXES
 from control.api.routes.policies import EXTRA as POLICIES_EXTRA
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
@@ -96,7 +97,7 @@ def gateway_app(
         inference=None if live is None else live.inference,
         live_config=None if live is None else live.live_config,
         whatif_engine=whatif_engine,
-        extras=extras,
+        extras={**(extras or {}), PROMPT_PREFIXES: live.prefixes} if live else extras,
         lifespan=lifespan,
     )
 
@@ -132,14 +133,16 @@ def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> 
     """The live path's options from the gateway's settings: the resume age and capacity
     admission (``LEGATO_CAPACITY_ADMISSION``, ``LEGATO_CAPACITY_MARGIN``) and the canary's
     rollback margins (``LEGATO_CANARY_*``) into the core, the async runs' bound
-    (``LEGATO_ASYNC_RUN_TIMEOUT_S``), the strict-priority lead (``LEGATO_STRICT_PRIORITY_LEAD``)
-    into the tenancy half and, given ``settings``, the core's policies
-    (:func:`~control.wiring.policies.policies_from_settings`)."""
+    (``LEGATO_ASYNC_RUN_TIMEOUT_S``), the prefix block size (``LEGATO_PREFIX_BLOCK_TOKENS``)
+    into the core and the gateway's prompt hashing alike, the strict-priority lead
+    (``LEGATO_STRICT_PRIORITY_LEAD``) into the tenancy half and, given ``settings``, the core's
+    policies (:func:`~control.wiring.policies.policies_from_settings`)."""
     admission = CapacityAdmissionConfig(
         enabled=gateway.capacity_admission, margin=gateway.capacity_margin
     )
     core = replace(serving_core_config(), capacity_admission=admission,
-                   canary=_canary_config(gateway))  # fmt: skip
+                   canary=_canary_config(gateway),
+                   prefix_block_tokens=(settings or get_settings()).prefix_block_tokens)  # fmt: skip
     tenancy = TenancyManagerConfig(strict_priority_lead=gateway.strict_priority_lead)
     options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
                           async_run_timeout_s=gateway.async_run_timeout_s,

@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from control.config import get_settings
 from control.core.actions import RolloutTransition
 from control.core.assembly import CoreBlueprint
 from control.core.batching.queue_building import QueueBuildingConfig
@@ -36,6 +38,7 @@ from control.services.fleet_state import FleetState, load_fleet_state
 from control.services.inference import InferenceService
 from control.services.live_config import LiveConfigFeed
 from control.services.live_devices import mark_device_left, register_device
+from control.services.prompt_prefix import PromptPrefixes
 from control.services.rollout_record import RolloutRecorder
 from control.services.single_model import ensure_single_model_workflows
 from control.store.records import RequestRecord
@@ -101,6 +104,8 @@ class LiveParts:
     inference: InferenceService
     rollouts: RolloutRecorder
     live_config: LiveConfigFeed
+    #: the generate prompts' tokenization and prefix block hashes (the routes use it)
+    prefixes: PromptPrefixes | None = None
     canaries: CanaryRecorder | None = None  # audits the core's canary transitions
 
 
@@ -131,7 +136,16 @@ def build_live(
     )
     runtime.on_device_joined = _registrar(services, inference)
     runtime.on_device_left = _deregistrar(services)
-    return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference), canaries)
+    prefixes = PromptPrefixes(runtime.model_refs, _cache_dir(executor),
+                              options.core_config.prefix_block_tokens, inference.catalog)  # fmt: skip
+    return LiveParts(inference, rollouts, LiveConfigFeed(factory, inference), prefixes, canaries)
+
+
+def _cache_dir(executor: Executor) -> Path:
+    """Where ``executor``'s workers find converted and tiny models (the gateway reads their
+    tokenizers there): its own setting, else the settings' var dir."""
+    found = getattr(getattr(executor, "config", None), "cache_dir", None)
+    return Path(found) if found else get_settings().var_dir / "models"
 
 
 def _registrar(services: Services, inference: InferenceService) -> OnJoined:

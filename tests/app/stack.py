@@ -116,19 +116,20 @@ class Served:
         self.thread.join(timeout=10)
 
 
-def serve_in_thread(app: Any) -> Served:
-    """Serve ``app`` on a free loopback port in a daemon thread; returns once it listens."""
+def serve_in_thread(app: Any, start_timeout_s: float = 30.0) -> Served:
+    """Serve ``app`` on a free loopback port in a daemon thread; returns once it listens
+    (RuntimeError after ``start_timeout_s``)."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(600):
+    for _ in range(int(start_timeout_s / 0.05)):
         if server.started:
             break
         threading.Event().wait(0.05)
     else:
-        raise RuntimeError("the API server did not start within 30 s")
+        raise RuntimeError(f"the API server did not start within {start_timeout_s:g} s")
     return Served(f"http://127.0.0.1:{port}", server, thread)
 
 

@@ -95,7 +95,7 @@ def live_app(
     """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
     (not started unless ``start_with_app``: then its lifespan starts the live path);
     ``devices``: one CPU worker each (default one, ``cpu:0``); ``core_config``: the core's
-    (default the serving configuration)."""
+    policies (default the serving configuration)."""
     executor = LocalExecutor(
         ExecutorConfig(
             heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False

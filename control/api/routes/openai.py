@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from control.api.auth import Principal
 from control.api.deps import GatewayDep, TenantDep
 from control.api.errors import ERROR_RESPONSES, ApiError
+from control.api.prompts import chat_prompt
 from control.api.running import (
     IdempotencyKey,
     body_hash,
@@ -125,21 +126,21 @@ async def embeddings(
     return s.EmbeddingList(data=data, model=f"{model.name}:{model.version}", usage=_usage(records))
 
 
-def _chat_prompt(messages: list[s.ChatMessage]) -> str:
-    """A plain transcript the model continues as the assistant."""
-    lines = [f"{m.role}: {m.content}" for m in messages]
-    return "\n".join([*lines, "assistant:"])
-
-
 async def _generate(
-    request: Request, who: Principal, body: s.GenerateOptions, prompt: str, route: str,
+    request: Request, who: Principal, body: s.GenerateOptions, prompt: str | None, route: str,
     key: str | None,
 ) -> tuple[Gateway, ModelRecord, str, str]:  # fmt: skip
+    """Start the generate run. ``prompt`` None: the body is a chat, rendered here in the
+    model's own chat format (its tokenizer's template), and sent as it is (``templated``)."""
     gw = gateway(request)
     model = await _find_model(gw, body.model, "generate")
     digest = body_hash(route, body.model_dump())
     sampling = {"temperature": body.temperature, "top_p": body.top_p, "seed": body.seed,
                 "stop": body.stop}  # fmt: skip
+    if prompt is None:
+        messages = [{"role": m.role, "content": m.content} for m in body.messages]  # type: ignore[attr-defined]
+        prompt = await chat_prompt(gw, f"{model.name}:{model.version}", messages)
+        sampling["templated"] = True
     started = await start_run(gw, who, (single_model_name(model.name), model.version),
                               {"prompt": prompt}, digest, key,
                               max_output_tokens=body.max_tokens or 0,
@@ -165,8 +166,7 @@ async def chat_completions(
     request: Request, body: s.ChatCompletionCreate, who: TenantDep, key: IdempotencyKey = None
 ) -> s.ChatCompletion:
     """Chat completion; ``stream: true`` answers with ``chat.completion.chunk`` events."""
-    prompt = _chat_prompt(body.messages)
-    gw, _, run_id, name = await _generate(request, who, body, prompt, "/v1/chat/completions", key)
+    gw, _, run_id, name = await _generate(request, who, body, None, "/v1/chat/completions", key)
     if body.stream:
         return StreamingResponse(_chunks(gw, run_id, name, True, body.max_tokens),  # type: ignore[return-value]
                                  media_type="text/event-stream")  # fmt: skip

@@ -45,6 +45,12 @@ class NodeRun(BaseModel):
     device_ms: int = 0
     done_ms: int | None = Field(None, description="ms after the run was accepted")
     batch_size: int | None = None
+    prefix_hit_tokens: int | None = Field(
+        None, description="generate: prompt tokens served from the replica's KV prefix cache"
+    )
+    ttft_ms: float | None = Field(
+        None, description="generate: ms from the run's submission to the step's first token"
+    )
     outputs: dict[str, Any] | None = None
 
 

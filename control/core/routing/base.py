@@ -13,7 +13,7 @@ from typing import Protocol
 from control.core.latency import LatencyModel
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.routing.transfer import TransferCosts
-from control.core.types import DeviceSpec
+from control.core.types import BLOCK_TOKENS, DeviceSpec
 from control.core.values import value
 
 
@@ -67,6 +67,7 @@ class RoutingContext:
     latency: LatencyModel
     transfer: TransferCosts
     sessions: Mapping[str, str]  # session id -> replica that served it last
+    block_tokens: int = BLOCK_TOKENS  # prompt tokens per prefix block
 
 
 class RoutingPolicy(Protocol):

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from control.core.routing.base import Candidate, RouteChoice, RouteScore, RoutingContext, StepDemand
-from control.core.types import BLOCK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def _parts(
     hits = c.prefix.match(demand.prefix_blocks) if use_prefix and demand.prefix_blocks else 0
     saving = 0
     if hits:
-        rest = max(0, demand.input_tokens - hits * BLOCK_TOKENS)
+        rest = max(0, demand.input_tokens - hits * ctx.block_tokens)
         lat, dt = ctx.latency, c.device.accelerator
         saving = max(0, fwd - lat.forward_us(demand.model_key, dt, 1, rest))
     transfer = 0

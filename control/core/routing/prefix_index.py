@@ -1,7 +1,9 @@
 """Per-replica prefix-cache index: which KV blocks a replica probably still holds.
 
-Blocks are identified by hash, one per 512-token block, chained as in the Mooncake trace format
-(a block's hash covers its whole prefix), so a hit is the longest run of leading blocks present.
+Blocks are identified by hash, one per block of ``CoreConfig.prefix_block_tokens`` tokens (512
+in the Mooncake traces the twin replays; the live gateway hashes real token ids, see
+:mod:`prefix_blocks`), chained (a block's hash covers its whole prefix), so a hit is the
+longest run of leading blocks present.
 Capacity is in blocks; the least recently used block goes first, as in vLLM's prefix cache.
 """
 

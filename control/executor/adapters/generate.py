@@ -41,7 +41,10 @@ Inputs: ``prompt`` (str), optional ``system`` (str, placed first so it forms a s
 ``documents`` (list of str, placed between). When the tokenizer has a chat template the prompt
 is wrapped as a user turn of it (instruct models such as SmolLM2-Instruct answer plain text with
 an immediate end-of-sequence or with loops); ``chat: false`` in the model options turns that off,
-``chat: true`` insists (and is ignored by a tokenizer without a template).
+``chat: true`` insists (and is ignored by a tokenizer without a template). An item whose
+``params.templated`` is set carries a prompt already rendered in the model's chat format (the
+gateway rendered a chat's messages with this model's template): it is tokenized as it is. Both
+go through :mod:`control.executor.chat_prompt`, as the gateway's prefix hashing does.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
+from control.executor import chat_prompt
 from control.executor.adapters.base import (
     BatchGroup,
     InputError,
@@ -97,7 +101,7 @@ class GenerateAdapter:
         self.chunk_tokens = _chunk_tokens(options)  # checked before the (slow) model load
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.chat = bool(options.get("chat", True)) and bool(self.tokenizer.chat_template)
+        self.chat = chat_prompt.chat_enabled(self.tokenizer, options)
         self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         self.model = self.model.to(device).eval()
         self.eos = self.model.config.eos_token_id
@@ -113,8 +117,11 @@ class GenerateAdapter:
         return module_mib(self.model) + -(-self.prefix_cache.used_bytes // (1024 * 1024))
 
     def compose(self, prepared: PreparedItem) -> str:
-        """The prompt text of an item: system, then documents, then the prompt."""
+        """The prompt text of an item: system, then documents, then the prompt (as it is when
+        the gateway already rendered it in the chat format)."""
         prompt = require(prepared, "prompt", str)
+        if prepared.item.params.templated:
+            return prompt
         parts = []
         if "system" in prepared.inputs:
             parts.append(require(prepared, "system", str))
@@ -123,11 +130,7 @@ class GenerateAdapter:
             parts.append("Context:\n" + "\n".join(f"- {d}" for d in docs))
         parts.append(prompt)
         text = "\n\n".join(parts)
-        if self.chat:
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-            )
-        return text
+        return chat_prompt.user_turn(self.tokenizer, text) if self.chat else text
 
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
         """One batch on its own (the profiler, tests): ``run_continuous`` with no joins."""
@@ -165,7 +168,7 @@ class GenerateAdapter:
         errors: dict[int, InputError] = {}
         for i, p in enumerate(items):
             try:
-                ids = self.tokenizer(self.compose(p)).input_ids or [self.pad_id]
+                ids = chat_prompt.encode(self.tokenizer, self.compose(p)) or [self.pad_id]
                 room = None if self.context is None else self.context - len(ids)
                 if room is not None and room < 0:
                     raise InputError(

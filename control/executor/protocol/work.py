@@ -107,6 +107,9 @@ class GenParams:
     top_k: int = 3
     stream: bool = False
     busy_ms: int = 0  # noop only: simulated step work of this many ms
+    #: generate: the prompt is already in the model's chat format (a chat the gateway rendered
+    #: with the model's template), so it is not wrapped as a user turn again
+    templated: bool = False
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
