@@ -92,14 +92,7 @@ class ControlCore:
             ReplicaLoaded: self._on_replica_loaded,
             OutputStarted: lambda e, now: st.runs.output_started.add(e.request_id),  # type: ignore[attr-defined]
             TenancyConfigChanged: self._on_tenancy,
-            PoliciesChanged: lambda e, now: apply_policies(
-                st.pol,
-                st.queues,
-                st.cluster,
-                st.log,
-                e,
-                now,  # type: ignore[arg-type]
-            ),
+            PoliciesChanged: self._on_policies,
             DeviceDown: self._defer,
             CancelRun: self._defer,  # a run ends only inside step (its actions go in a plan)
             ReplicaLoadFailed: self._defer,
@@ -263,6 +256,11 @@ class ControlCore:
         ev: CanaryChanged = event  # type: ignore[assignment]
         canary.check(self._st.catalog, ev)  # misuse raises, naming the bad part
         self._st.inbox.placement_events.append(ev)
+
+    def _on_policies(self, event: object, now: float) -> None:
+        assert isinstance(event, PoliciesChanged)
+        st = self._st
+        apply_policies(st.pol, st.queues, st.cluster, st.log, event, now)
 
     def _on_tenancy(self, event: object, now: float) -> None:
         config = event.config  # type: ignore[attr-defined]

@@ -54,10 +54,10 @@ def strict_order(
     while len(ordered) < len(fair_order):
         while taken[head]:
             head += 1
-        index = _overtaker(fair_order[head], lifted, taken, virtual, remaining, lead_milli)
-        index = head if index is None else index
-        item = fair_order[index]
-        taken[index] = True
+        overtaker = _overtaker(fair_order[head], lifted, taken, virtual, remaining, lead_milli)
+        chosen = head if overtaker is None else overtaker
+        item = fair_order[chosen]
+        taken[chosen] = True
         ordered.append(item)
         remaining[item.tenant_id] -= 1
         virtual[item.tenant_id] += item.cost_units * COUNTER_SCALE // weights.get(item.tenant_id, 1)
