@@ -8,7 +8,7 @@ tokenizer: big enough that a prompt's prefill, not the HTTP and core overhead, m
 its time to first token, as with a real LLM, and small enough to run here in minutes
 (SmolLM2-135M takes about a second per 50 prompt tokens on one of this machine's shared cores).
 
-Load: ``PROMPTS`` system prompts (each ~300 tokens, "applications" shared by many users),
+Load: ``PROMPTS`` system prompts (each ~350 tokens, "applications" shared by many users),
 ``CLIENTS`` closed-loop clients, each sending ``CALLS`` chats of a seeded random application
 with its own short question, greedy, 2 output tokens. Each replica's KV cache holds about two
 prompts (``prefix_cache_mib``), and the core is told as much (``prefix_capacity_blocks``), so
@@ -17,6 +17,14 @@ which replica an application's chats go to decides whether they hit.
 Modes: prefix routing (the predicted-completion policy subtracting the predicted prefill
 saving of the blocks a replica holds) and the same policy with ``use_prefix=False`` (hashes
 are sent, the routing ignores them). Both on fresh fleets, same seeds.
+
+That tokenizer spells the ChatML markers out in pieces, so every prompt's first 28 tokens (the
+system turn's header and "You are assistant number") are shared by all applications: a chat that
+misses its own prompt still reuses them, in both modes (about 7% of a prompt). What decides the
+figures is whether each application's prompt stays cached where its chats go: a replica's cache
+keeps a system prompt once however many of its chats ran there, and a header-only hit does not
+keep an unrelated prompt (``PrefixKvCache``); before that, two chats of one application filled a
+replica's two slots and evicted the other application the core still routed there.
 
 Figures: ``prefix_hit_rate`` (prompt tokens served from a cache / prompt tokens, with prefix
 routing), ``ttft_ratio_vs_no_prefix_routing`` (mean ``ttft_ms`` of the run records, on / off),

@@ -114,3 +114,16 @@ def test_steal_exactly_when_priced_condition_holds(
     assert d.steal == (enabled and (vw - tw) - (load + lost + transfer) > gain)
     assert d.saved_us == vw - tw and d.price_us == load + lost + transfer
     assert str(d.price_us) in d.reason
+
+
+def test_prefix_index_keeps_held_prefixes_while_siblings_bring_new_tail_blocks() -> None:
+    """Two system prompts of 4 blocks and their first chats fill 10 blocks: each later chat of one of them brings one
+    new (question) block; the other prompt's blocks must stay, as in the worker's cache."""
+    idx = PrefixIndex(10)
+    a, b = (1, 2, 3, 4), (11, 12, 13, 14)
+    idx.insert(a + (100,))
+    idx.insert(b + (200,))
+    for q in range(101, 110):
+        idx.insert(a + (q,))
+    assert idx.match(b + (999,)) == 4 and idx.match(a + (999,)) == 4
+    assert len(idx) <= 10

@@ -4,7 +4,11 @@ Blocks are identified by hash, one per block of ``CoreConfig.prefix_block_tokens
 in the Mooncake traces the twin replays; the live gateway hashes real token ids, see
 :mod:`prefix_blocks`), chained (a block's hash covers its whole prefix), so a hit is the
 longest run of leading blocks present.
-Capacity is in blocks; the least recently used block goes first, as in vLLM's prefix cache.
+Capacity is in blocks; the least recently used block goes first, as in vLLM's prefix cache. The
+blocks past the held run of a prompt that mostly hits (a sibling of a held prompt: the same system
+prompt, another question) count as least recently used: the worker's cache keeps a sibling's
+shared prefix, not its tail (``PrefixKvCache.store``), and with them most recent every chat's
+question block would push out the held prefix of another prompt the replica still serves.
 """
 
 from __future__ import annotations
@@ -37,15 +41,22 @@ class PrefixIndex:
 
     def insert(self, blocks: Sequence[int]) -> None:
         """Record that the replica now holds ``blocks`` (after running them); touches hits as
-        most recently used and evicts least recently used blocks beyond capacity."""
+        most recently used and evicts least recently used blocks beyond capacity. When at least
+        half of ``blocks`` hit, the rest go in as least recently used (see the module's
+        docstring)."""
         if self.capacity_blocks == 0:
             return
         lru = self._lru
-        for b in blocks:
+        held = self.match(blocks)
+        tail_last = not held or 2 * held < len(blocks)
+        for i, b in enumerate(blocks):
+            recent = i < held or tail_last
             if b in lru:
-                lru.move_to_end(b)
+                lru.move_to_end(b, last=recent)
             else:
                 lru[b] = None
+                if not recent:
+                    lru.move_to_end(b, last=False)
         while len(lru) > self.capacity_blocks:
             lru.popitem(last=False)
 
