@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -24,6 +24,7 @@ from control.core.context import CoreConfig
 from control.core.registry import PolicyRegistry
 from control.core.routing.registry import ROUTING
 from control.core.tenancy.fairshare.registry import FAIR_SHARE_POLICIES
+from control.services.field_types import field_types
 
 #: The strategy fields of the document: name field -> (its config field, its registry).
 STRATEGIES: dict[str, tuple[str, PolicyRegistry[Any]]] = {
@@ -86,7 +87,7 @@ def merge(current: Policies, changes: Mapping[str, Any], allowed: frozenset[str]
                                    "set it in LEGATO_CORE_POLICIES and restart)")  # fmt: skip
     values = {f.name: getattr(current.core, f.name) for f in dataclasses.fields(CoreConfig)}
     values.update(fair_share=current.fair_share, fair_share_config=current.fair_share_config)
-    hints = get_type_hints(CoreConfig)
+    hints = field_types(CoreConfig)
     for key, change in changes.items():
         if key in STRATEGIES:
             values[key] = _leaf(key, str, change)
@@ -132,7 +133,7 @@ def _nested(path: str, config: Any, change: Any) -> Any:
         raise PolicyFieldError(path, f"expected an object of {type(config).__name__} fields, "
                                f"got {change!r}")  # fmt: skip
     names = [f.name for f in dataclasses.fields(config)]
-    hints = get_type_hints(type(config))
+    hints = field_types(type(config))
     values = {}
     for key, value in change.items():
         if key not in names:
