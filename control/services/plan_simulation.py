@@ -10,7 +10,9 @@ replayed instead (the what-if default workload), and the report says so. The pla
 ``simulation`` becomes ``{"state": "running", ...}`` and a spawned worker (never the request
 that asked) runs the twin and stores ``{"state": "done", "current": figures, "plan": figures,
 "verdict": ..., "workload": ...}`` (figures: p50/p99 end-to-end seconds, throughput, SLO
-attainment, per tenant) and moves a proposed or draft plan to ``simulated``; a failure stores
+attainment, per tenant) and moves a proposed or draft plan to ``simulated``; ``unprofiled``
+and ``caveat`` name the placed models whose device type has no measured latency profile (the
+twin predicts those from default tables); a failure stores
 ``{"state": "failed", "error": ...}`` and leaves the status. Both audited (actor ``twin``).
 """
 
@@ -88,6 +90,22 @@ def recent_workload(
             "workflows": workflows, "max_requests": len(rows)}  # fmt: skip
 
 
+def unprofiled(session: Session, plan_id: int) -> list[str]:
+    """``model:version on device_type`` for each model the plan places on a device type that
+    no measured latency profile covers: the twin predicts those from its default tables, which
+    can be far from the real device (``legato profile`` measures them)."""
+    measured = {(p.model_id, p.device_type) for p in session.query(m.ModelLatencyProfile)}
+    devices = {d.id: d.accelerator or d.kind for d in session.query(m.Device)}
+    names = {r.id: f"{r.name}:{r.version}" for r in session.query(m.ServedModel)}
+    found = {
+        f"{names[p.model_id]} on {devices[d]}"
+        for p in session.query(m.Placement).filter_by(plan_id=plan_id)
+        for d in p.device_ids
+        if d in devices and (p.model_id, devices[d]) not in measured
+    }
+    return sorted(found)
+
+
 def figures(report: Any) -> dict[str, Any]:
     """The headline figures of a twin report, overall and per tenant."""
 
@@ -126,6 +144,15 @@ def run_plan_simulation(database_url: str, plan_id: int, scenario: dict[str, Any
             Path(source).unlink(missing_ok=True)
 
 
+def _caveat(defaults: list[str]) -> str | None:
+    if not defaults:
+        return None
+    return (
+        f"predicted from the twin's default latency tables for {', '.join(defaults)} "
+        "(no measured profile: run `legato profile` before trusting these figures)"
+    )
+
+
 class PlanSimulator:
     """Starts plan simulations of the database at ``database_url`` in spawned processes."""
 
@@ -154,7 +181,10 @@ class PlanSimulator:
         source = "recent requests" if workload else "shipped trace (no recent requests)"
         scenario = prepare_scenario(self._factory, {"workload": workload,
                                                     "variants": {"plan": {"plan_id": plan.id}}})  # fmt: skip
+        with session_scope(self._factory) as session:
+            defaults = unprofiled(session, plan.id)
         running = {"state": "running", "requested_by": actor, "started_at": now.isoformat(),
+                   "unprofiled": defaults, "caveat": _caveat(defaults),
                    "window_s": window_s, "workload": {"source": source,
                    "requests": workload.get("max_requests"), "tenants": workload.get("tenants"),
                    "workflows": workload.get("workflows")}}  # fmt: skip

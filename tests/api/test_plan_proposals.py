@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.services.plan_simulation import PlanSimulator
+from control.services.plan_simulation import PlanSimulator, unprofiled
 from db import models as m
 from db.session import session_scope
 from tests.api.conftest import EMBED_SPEC, make_tenant
@@ -165,5 +165,12 @@ async def test_simulation_is_stored_with_the_plan_and_opens_the_gate(
         assert sim[side]["p99_s"] > 0 and sim[side]["throughput_rps"] > 0
         assert "acme" in sim[side]["tenants"]
     assert sim["workload"]["source"] == "recent requests"
+    # no latency profile of e:1 on cpu was measured: the report says the twin used defaults
+    assert sim["unprofiled"] == ["e:1 on cpu"] and "legato profile" in sim["caveat"], str(sim)
+    with session_scope(stack.factory) as s:
+        s.add(m.ModelLatencyProfile(model_id=fleet["model"], device_type="cpu", batch_size=1,
+                                    num_tokens=16, latency_us=20_000))  # fmt: skip
+    with session_scope(stack.factory) as s:
+        assert unprofiled(s, plan) == []
     assert list(tmp_path.glob("plan-traces/*")) == []  # the worker removed its trace
     assert (await admin.post(f"/admin/placement-plans/{plan}/rollout")).status_code == 202
