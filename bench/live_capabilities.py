@@ -18,7 +18,8 @@ Goal figures (the issue's):
 * ``served_vs_ceiling`` >= 0.85 for MiniLM over HTTP against the direct-call ceiling measured in
   the same run (``bench/live/serving.py``).
 
-A part that fails reports ``{"<part>_error": "<exception>"}`` instead of its keys, so one broken
+A context key that an earlier part already printed is printed as ``<part>.<key>``. A part
+that fails reports ``{"<part>_error": "<exception>"}`` instead of its keys, so one broken
 part does not hide the others' figures.
 
     python bench/live_capabilities.py [--only prefix,canary]
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(PARTS)}")
     figures: dict = {}
     for name in chosen:
-        figures.update(run_part(name))
+        for key, value in run_part(name).items():
+            # a context key two parts share ("seconds", "clients") is kept under its part's name
+            figures[f"{name}.{key}" if key in figures else key] = value
     print(json.dumps(figures, indent=2, sort_keys=True))
     return 0
 
