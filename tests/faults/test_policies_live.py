@@ -12,9 +12,7 @@ import pytest
 import pytest_asyncio
 import torch
 
-from control.api.settings import GatewayConfig
-from tests.api.conftest import ADMIN_TOKEN, client_for
-from tests.support.live_gateway import TINY_EMBED_REFS, live_app, live_world, seed_embed_fleet
+from tests.support.live_gateway import embed_clients, live_world, seed_embed_fleet
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.slow]
@@ -25,19 +23,9 @@ DELAY_S = 0.4
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def live(tmp_path_factory, _sqlite_template):
     world = live_world(tmp_path_factory.mktemp("policies"), _sqlite_template, ("bert",))
-    services = world.services
-    seed_embed_fleet(services)
-    tenant = services.tenants.create("test", name="acme", weight=1).id
-    key = services.api_keys.create_key("test", tenant).plaintext
-    app = live_app(world, TINY_EMBED_REFS, GatewayConfig(admin_token=ADMIN_TOKEN,
-                                                          sync_timeout_s=30))  # fmt: skip
-    inference = app.state.gateway.inference
-    await inference.start()
-    client, admin = client_for(app, key), client_for(app, ADMIN_TOKEN)
-    yield client, admin
-    await client.aclose()
-    await admin.aclose()
-    await inference.stop()
+    seed_embed_fleet(world.services)
+    async with embed_clients(world) as clients:
+        yield clients
 
 
 async def _run_s(client) -> float:  # noqa: ANN001

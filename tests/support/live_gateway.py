@@ -8,10 +8,12 @@ live path reads the fleet when the app is built.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from fastapi import FastAPI
 
 from control.api.settings import GatewayConfig
@@ -25,7 +27,7 @@ from control.services.workflow_validation import make_spec_validator
 from control.wiring.gateway import gateway_app
 from control.wiring.live import LiveOptions, serving_core_config
 from db.session import make_engine, make_session_factory
-from tests.api.conftest import PEPPER
+from tests.api.conftest import ADMIN_TOKEN, PEPPER, client_for
 
 #: The tiny BERT embedder most live tests serve, and a one-node workflow over it.
 TINY_EMBED_REFS = {"tiny-embed:1": ModelRef("tiny-embed:1", "embed", "tiny", "bert")}
@@ -107,3 +109,25 @@ def live_app(
                           core_config=core_config or serving_core_config())  # fmt: skip
     return gateway_app(world.services, config, executor, options,
                        spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip
+
+
+@asynccontextmanager
+async def embed_clients(
+    world: LiveWorld,
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """A new tenant's client and the admin's of the started gateway over ``world``'s fleet
+    (seed it first: :func:`seed_embed_fleet`), the tiny embedder on one CPU worker; the live
+    path is stopped on exit."""
+    tenant = world.services.tenants.create("test", name="acme", weight=1).id
+    key = world.services.api_keys.create_key("test", tenant).plaintext
+    app = live_app(world, TINY_EMBED_REFS, GatewayConfig(admin_token=ADMIN_TOKEN,
+                                                          sync_timeout_s=30))  # fmt: skip
+    inference = app.state.gateway.inference
+    await inference.start()
+    client, admin = client_for(app, key), client_for(app, ADMIN_TOKEN)
+    try:
+        yield client, admin
+    finally:
+        await client.aclose()
+        await admin.aclose()
+        await inference.stop()
