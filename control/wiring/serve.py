@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from control.api.settings import GatewaySettings
 from control.config import Settings
 from control.core.assembly import CoreBlueprint
 from control.core.tenancy.config import TenancyManagerConfig
@@ -56,7 +57,7 @@ def build_serve_runtime(settings: Settings) -> LiveRuntime:
     policies = policies_from_settings(settings, serving_core_config())
     blueprint = CoreBlueprint(devices, fleet.models, workflows, fleet.tenancy, fleet.cost,
                               core_config=measured_transfer(policies.core, settings),
-                              tenancy_config=tenancy_of(policies, TenancyManagerConfig()))  # fmt: skip
+                              tenancy_config=tenancy_of(policies, _tenancy_base()))  # fmt: skip
     names = {
         str(n.params.get("index")) for w in workflows for n in w.nodes if n.tool == "vector_search"
     }
@@ -66,6 +67,12 @@ def build_serve_runtime(settings: Settings) -> LiveRuntime:
     placement = _placement(fleet, [d.device_id for d in devices])
     return LiveRuntime(blueprint, fleet.latency_model(), executor, fleet.model_refs, placement,
                        RuntimeConfig(indexes=indexes))  # fmt: skip
+
+
+def _tenancy_base() -> TenancyManagerConfig:
+    """The tenancy half as the gateway's settings set it (``LEGATO_STRICT_PRIORITY_LEAD``),
+    so ``legato serve`` and ``legato api`` order strict-priority tenants alike."""
+    return TenancyManagerConfig(strict_priority_lead=GatewaySettings().strict_priority_lead)
 
 
 def _placement(fleet: FleetState, device_ids: Sequence[str]) -> tuple[InitialReplica, ...]:
