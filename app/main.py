@@ -56,6 +56,9 @@ def _sign_in_page() -> None:
 
 def main() -> None:
     st.set_page_config(page_title="Legato console", page_icon=":material/hub:", layout="wide")
+    # an operator's console, not a Streamlit app under development: no Deploy, rerun or cache
+    # items in the toolbar (the viewer's print and theme remain)
+    st.set_option("client.toolbarMode", "viewer")
     session.redeem_link()
     if not session.signed_in():
         st.navigation([st.Page(_sign_in_page, title="Sign in", url_path="sign-in")]).run()

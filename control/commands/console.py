@@ -62,7 +62,8 @@ def console_launch(settings: Settings, base_env: dict[str, str] | None = None) -
         env.pop(secret, None)
     argv = (sys.executable, "-m", "streamlit", "run", str(console_script()),
             "--server.port", str(settings.console_port), "--server.address", settings.api_host,
-            "--server.headless", "true", "--browser.gatherUsageStats", "false")  # fmt: skip
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "viewer")  # fmt: skip
     return Launch(argv, env)
 
 

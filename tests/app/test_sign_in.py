@@ -112,3 +112,11 @@ def test_a_ticket_reveals_nothing_alone_and_is_private(tmp_path: Path) -> None:
     assert links.redeem(tmp_path, token[:-1] + ("A" if token[-1] != "A" else "B"), 1001, 60) is None
     assert links.redeem(tmp_path, token, 1001.0, 60) == "the-admin-credential"
     assert links.redeem(tmp_path, token, 1001.0, 60) is None
+
+
+def test_the_developer_toolbar_is_hidden(console) -> None:
+    """Streamlit's developer items (Deploy, rerun, clear cache) are not offered to operators."""
+    st.set_option("client.toolbarMode", "auto")
+    console.run()
+    assert not console.exception
+    assert st.get_option("client.toolbarMode") == "viewer"
