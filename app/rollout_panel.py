@@ -106,9 +106,11 @@ def _show(progress: Mapping[str, Any]) -> None:
         st.rerun()
 
 
-def roll_out(plan_id: int) -> None:
-    """Ask the API to roll ``plan_id`` out on the live fleet (refusal kept for the page)."""
-    started = ui.attempt(FORM, "POST", f"/admin/placement-plans/{plan_id}/rollout",
+def roll_out(plan_id: int, force: bool = False) -> None:
+    """Ask the API to roll ``plan_id`` out on the live fleet (refusal kept for the page);
+    ``force``: even though the twin did not simulate it (the audit log says so)."""
+    body = {"force": True} if force else None
+    started = ui.attempt(FORM, "POST", f"/admin/placement-plans/{plan_id}/rollout", body,
                          ok=f"Rollout of plan #{plan_id} started.")  # fmt: skip
     if started is not None:
         st.session_state["rollout_plan"] = plan_id

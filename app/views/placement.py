@@ -1,14 +1,25 @@
 """Models and placement: the active plan as a device x model map; the models with their batch
 settings (edit one); drafts (generate from the active plan, edit), their diff against the active
-plan, simulation in the twin (with the twin's measured error), rollout on the live fleet with its
-progress, and rollback."""
+plan, simulation in the twin (with the twin's measured error), a plan proposed from observed
+demand, the twin's gate (a replay of recent traffic against the plan, its report, the force
+switch), rollout on the live fleet with its progress, and rollback."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, models_editor, rollout_panel, transforms, twin, twin_panel, ui
+from app import (
+    charts,
+    data,
+    models_editor,
+    plan_gate,
+    rollout_panel,
+    transforms,
+    twin,
+    twin_panel,
+    ui,
+)
 from app.client import ApiError
 
 st.title("Models and placement")
@@ -22,7 +33,7 @@ except ApiError as err:
     st.stop()
 
 active = next((p for p in plans if p["status"] == "active"), None)
-drafts = [p for p in plans if p["status"] in ("draft", "simulated")]
+drafts = [p for p in plans if p["status"] in ("draft", "proposed", "simulated")]
 active_rows = data.items("/admin/placements", plan_id=active["id"]) if active else []
 st.subheader(f"Active plan #{active['id']}: {active['note']}" if active else "No active plan")
 st.plotly_chart(charts.placement_map(active_rows, devices, models), key="active_map")
@@ -54,6 +65,11 @@ if st.button("New draft from the active plan", key="plan_new", disabled=active i
     st.session_state["plan_pick"] = made["id"] if made else None
     st.rerun()
 ui.form_error(FORM)
+if st.button("Propose a plan from observed demand", key="plan_propose",
+             icon=":material/auto_awesome:"):  # fmt: skip
+    st.session_state["plan_pick"] = plan_gate.propose()
+    st.rerun()
+ui.form_error(plan_gate.PROPOSE)
 if not drafts:
     st.info("No draft: generate one from the active plan.")
     st.stop()
@@ -98,6 +114,7 @@ diff = transforms.plan_diff(active_rows, rows)
 diff.insert(1, "model", diff["model_id"].map(models))
 st.subheader(f"Diff against the active plan: {len(diff)} change(s)")
 st.dataframe(diff.drop(columns=["model_id"]), hide_index=True, key="plan_diff")
+force = plan_gate.render(pick)
 traces = [t["name"] for t in data.items("/admin/traces")]
 c1, c2, c3 = st.columns([2, 1, 1], vertical_alignment="bottom")
 trace = c1.selectbox("Simulate on trace", traces, key="plan_trace")
@@ -106,7 +123,7 @@ if c2.button("Simulate in the twin", key="plan_sim", icon=":material/science:"):
     twin_panel.start("plan_sim", request, asked=pick)
     st.rerun()
 if c3.button("Roll out", key="plan_rollout", type="primary", icon=":material/rocket_launch:"):
-    rollout_panel.roll_out(pick)
+    rollout_panel.roll_out(pick, force)
     st.rerun()
 ui.form_error(rollout_panel.FORM)
 ui.form_error("plan_sim")

@@ -3,6 +3,8 @@ refused bad input that changes nothing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -204,3 +206,29 @@ def test_draft_is_simulated_in_the_twin_with_its_deltas(api, console) -> None:
     assert run["scenario"]["requested"] == {f"plan #{pick}": {"plan_id": pick}}
     table = next(d.value for d in console.dataframe if "twin_error" in d.value.columns)
     assert set(table["variant_name"]) == {f"plan #{pick}"}
+
+
+def test_the_twin_gate_replays_a_draft_and_shows_its_report(api, console) -> None:
+    """The gate on Models and placement: a draft is not simulated (its rollout would need the
+    force switch); the replay button makes it ``simulated`` with the twin's report stored and
+    shown, current beside plan (issue 24, item 2: the report is shown on the console)."""
+    open_page(signed_in(console), "placement.py")
+    if not _rows(api, "/admin/placement-plans", status="draft"):
+        console.button(key="plan_new").click().run()
+    pick = console.selectbox(key="plan_pick").value
+    assert not console.checkbox(key="plan_force").disabled  # not simulated: force is offered
+    console.button(key="plan_gate_sim").click().run()
+    assert not console.error, [e.value for e in console.error]
+    deadline = time.monotonic() + 240
+    while True:
+        plan = next(p for p in _rows(api, "/admin/placement-plans") if p["id"] == pick)
+        if (plan.get("simulation") or {}).get("state") not in (None, "running"):
+            break
+        assert time.monotonic() < deadline, plan.get("simulation")
+        time.sleep(0.5)
+    assert plan["simulation"]["state"] == "done" and plan["status"] == "simulated", plan
+    console.run()
+    report = next(d.value for d in console.dataframe if "slo_attainment" in d.value.columns)
+    assert list(report["placement"]) == ["current", "plan"]
+    assert (report["p99_s"] > 0).all()
+    assert console.checkbox(key="plan_force").disabled  # simulated: nothing to force
