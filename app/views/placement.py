@@ -67,7 +67,9 @@ if st.button("New draft from the active plan", key="plan_new", disabled=active i
 ui.form_error(FORM)
 if st.button("Propose a plan from observed demand", key="plan_propose",
              icon=":material/auto_awesome:"):  # fmt: skip
-    st.session_state["plan_pick"] = plan_gate.propose()
+    proposed = plan_gate.propose()  # None: refused, and the refusal is shown below
+    if proposed is not None:
+        st.session_state["plan_pick"] = proposed
     st.rerun()
 ui.form_error(plan_gate.PROPOSE)
 if not drafts:

@@ -232,3 +232,14 @@ def test_the_twin_gate_replays_a_draft_and_shows_its_report(api, console) -> Non
     assert list(report["placement"]) == ["current", "plan"]
     assert (report["p99_s"] > 0).all()
     assert console.checkbox(key="plan_force").disabled  # simulated: nothing to force
+
+
+def test_a_plan_is_proposed_from_observed_demand(api, console) -> None:
+    open_page(signed_in(console), "placement.py")
+    before = {p["id"] for p in _rows(api, "/admin/placement-plans")}
+    console.button(key="plan_propose").click().run()
+    assert not console.error, [e.value for e in console.error]
+    made = [p for p in _rows(api, "/admin/placement-plans") if p["id"] not in before]
+    assert [p["status"] for p in made] == ["proposed"], made
+    assert console.selectbox(key="plan_pick").value == made[0]["id"]  # shown for its gate
+    assert "Not simulated" in " ".join(c.value for c in console.caption)
