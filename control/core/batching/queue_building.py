@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from control.core.batching.base import FormedBatch, QueuedItem, take_fitting
+from control.core.batching.base import FormedBatch, QueuedItem, decide, take_fitting
 from control.core.types import ModelSpec
 
 
@@ -45,24 +45,21 @@ class QueueBuildingBatching:
     def form(
         self, ordered: Sequence[QueuedItem], oldest_arrival: float, model: ModelSpec, now: float
     ) -> FormedBatch | None:
-        if not ordered:
-            return None
-        count, padded, full, why = take_fitting(ordered, model.max_batch_size,
-                                                model.max_batch_tokens)  # fmt: skip
-        if full:
-            return FormedBatch(count, padded, why)
-        due = oldest_arrival + self.config.max_queue_delay_s  # the same float as deadline()
-        if now >= due:
-            return FormedBatch(count, padded, f"max delay {self.config.max_queue_delay_s * 1e3:.1f}"
-                               f" ms reached for the oldest item ({count} items)")  # fmt: skip
-        if len(ordered) < 2:
+        formed = decide(ordered, oldest_arrival, now, model.max_batch_size,
+                        model.max_batch_tokens, self.config.max_queue_delay_s)  # fmt: skip
+        if formed is not None or not ordered:
+            return formed  # full, or the oldest item's delay is up (the shared rule)
+        gap = 0.0
+        if len(ordered) > 1:
+            newest = max([item.arrival for item in ordered])
+            gap = (newest - oldest_arrival) / (len(ordered) - 1)
+            if newest + gap < oldest_arrival + self.config.max_queue_delay_s:
+                return None  # the next arrival is expected in time: wait for it
+        count, padded, _, _ = take_fitting(ordered, model.max_batch_size, model.max_batch_tokens)
+        if len(ordered) == 1:
             return FormedBatch(count, padded, "a lone item: the queue is not building")
-        newest = max([item.arrival for item in ordered])
-        gap = (newest - oldest_arrival) / (len(ordered) - 1)
-        if newest + gap >= due:
-            return FormedBatch(count, padded, f"the next arrival is expected after the max "
-                               f"delay ({count} items, {gap * 1e3:.1f} ms apart)")  # fmt: skip
-        return None
+        return FormedBatch(count, padded, f"the next arrival is expected after the max "
+                           f"delay ({count} items, {gap * 1e3:.1f} ms apart)")  # fmt: skip
 
     def deadline(self, oldest_arrival: float, model: ModelSpec) -> float:
         return oldest_arrival + self.config.max_queue_delay_s
