@@ -53,8 +53,6 @@ def test_sign_in_visit_every_page_edit_dag_and_quota(stack: b.Stack) -> None:
         area.fill(text.replace("max_tokens: 48", "max_tokens: 40", 1))
         area.press("Control+Enter")
         b.settle(page)
-        page.get_by_text("Save the YAML instead of the tables").click()
-        b.settle(page)
         page.get_by_role("button", name="Save as version 2").click()
         page.get_by_text("Saved agent version 2").wait_for()
         page.screenshot(path=str(SHOTS / "9-workflow_saved.png"), full_page=True)

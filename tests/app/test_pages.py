@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import ADMIN_TOKEN, open_page, signed_in
@@ -45,30 +46,28 @@ def _rows(api, path: str, **params) -> list[dict]:  # noqa: ANN001
 def test_workflow_node_edit_saves_a_new_version_and_keeps_the_old(api, console) -> None:
     open_page(signed_in(console), "workflows.py")
     console.selectbox(key="wf_name").select("rag").run()
-    nodes = [n["id"] for n in _rows(api, "/admin/workflows", name="rag")[0]["spec"]["nodes"]]
-    row = nodes.index("answer")
-    console.session_state["wf_nodes"] = {"edited_rows": {row: {"retries": 3}}, "added_rows": [],
-                                         "deleted_rows": []}  # fmt: skip
-    console.run()
+    before = {w["version"] for w in _rows(api, "/admin/workflows", name="rag")}
+    console.selectbox(key="wf_node").select("answer").run()
+    console.number_input(key="wf_p_retries").set_value(3)
+    next(b for b in console.button if b.label == "Apply to node").click().run()
     console.button(key="wf_save").click().run()
     assert not console.exception
     saved = {w["version"]: w for w in _rows(api, "/admin/workflows", name="rag")}
-    assert set(saved) >= {"1", "2"}
-    answer = next(n for n in saved["2"]["spec"]["nodes"] if n["id"] == "answer")
+    (new,) = saved.keys() - before
+    answer = next(n for n in saved[new]["spec"]["nodes"] if n["id"] == "answer")
     assert answer["retries"] == 3
     old = next(n for n in saved["1"]["spec"]["nodes"] if n["id"] == "answer")
     assert old["retries"] == 1
-    assert any("Saved rag version 2" in s.value for s in console.success)
+    assert any(f"Saved rag version {new}" in s.value for s in console.success)
 
 
 def test_workflow_with_unknown_model_is_refused_on_its_node(api, console) -> None:
     open_page(signed_in(console), "workflows.py")
     console.selectbox(key="wf_name").select("agent").run()
     before = len(_rows(api, "/admin/workflows", name="agent"))
-    nodes = [n["id"] for n in _rows(api, "/admin/workflows", name="agent")[0]["spec"]["nodes"]]
-    console.session_state["wf_nodes"] = {"edited_rows": {nodes.index("draft"): {"model": "nope:9"}},
-                                         "added_rows": [], "deleted_rows": []}  # fmt: skip
-    console.run()
+    spec = yaml.safe_load(console.text_area(key="wf_yaml").value)
+    next(n for n in spec["nodes"] if n["id"] == "draft")["model"] = "nope:9"
+    console.text_area(key="wf_yaml").input(yaml.safe_dump(spec)).run()
     console.button(key="wf_save").click().run()
     assert len(_rows(api, "/admin/workflows", name="agent")) == before
     messages = [e.value for e in console.error]
