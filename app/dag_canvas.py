@@ -5,7 +5,8 @@ On the canvas an operator drags from a node's right handle to another's left han
 dependency), right-clicks a node or arrow to delete it, and clicks a node to open it in the
 side panel. Nodes with validation problems are drawn red with their count. The component
 sends its whole graph back after each change; :func:`show` turns it into the draft through
-:func:`app.dag_graph.apply_canvas` and ignores answers older than the graph it last drew.
+:func:`app.dag_graph.apply_canvas` and ignores answers older than the graph it last drew;
+each draft revision mounts a fresh component (keyed by it) so the view fits the new layout.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _INPUT_STYLE = {"background": "#f2f2f2", "border": "1px dashed #777", "borderRad
 
 
 def _content(node: GraphNode) -> str:
-    lines = [f"**{node.id}**", node.kind] + ([node.model] if node.model else [])
+    lines = [f"**{node.id}** · {node.kind}"] + ([node.model] if node.model else [])
     if node.problems:
         lines.append(f"⚠ {len(node.problems)} problem(s)")
     return "  \n".join(lines)
@@ -38,7 +39,7 @@ def _flow_node(node: GraphNode) -> StreamlitFlowNode:
         node.id, (0, 0), {"content": _content(node)},
         node_type="input" if node.id == INPUT else "default",
         source_position="right", target_position="left", selectable=True, connectable=True,
-        deletable=node.id != INPUT, style={**style, "fontSize": "12px", "padding": "4px 8px"},
+        deletable=node.id != INPUT, style={**style, "width": "170px", "fontSize": "11px", "padding": "2px 6px"},
     )  # fmt: skip
 
 
@@ -65,8 +66,8 @@ def show(draft: workflow_draft.Draft, problems: Mapping[str, Sequence[str]]) -> 
         st.session_state[STATE] = built
     state = built[1]
     answer = streamlit_flow(
-        "wf_flow", state, height=440, fit_view=True, allow_new_edges=True,
-        layout=LayeredLayout("right", node_node_spacing=40, node_layer_spacing=70),
+        f"wf_flow_{draft.rev}", state, height=440, fit_view=True, allow_new_edges=True,
+        layout=LayeredLayout("right", node_node_spacing=60, node_layer_spacing=90),
         get_node_on_click=True, enable_node_menu=True, enable_edge_menu=True,
         hide_watermark=True,
     )  # fmt: skip
