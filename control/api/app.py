@@ -26,6 +26,7 @@ from control.api.ports import Inference, LiveConfig, WhatIfEngine
 from control.api.routes import (
     admin,
     canary,
+    demo_bursts,
     fidelity,
     health,
     plans,
@@ -105,6 +106,7 @@ def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
     app.include_router(fidelity.router)
     app.include_router(usage.router)
     app.include_router(policies.router)
+    app.include_router(demo_bursts.router)
     return hot
 
 

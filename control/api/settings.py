@@ -117,6 +117,26 @@ class GatewaySettings(BaseSettings):
         description="Serve the run-starting routes without FastAPI's per-call machinery "
         "(same answers, less CPU per call); false: FastAPI serves them like every route.",
     )
+    demo_bursts: bool = Field(
+        False,
+        description="Allow the admin to start bounded demo bursts of one tenant's runs "
+        "(/admin/demo/bursts; `legato up` turns it on for the demo; off: 403).",
+    )
+    demo_burst_max_rate_per_s: float = Field(
+        20.0, gt=0, description="Highest rate a demo burst may ask for (422 above)."
+    )
+    demo_burst_max_duration_s: float = Field(
+        120.0, gt=0, description="Longest a demo burst may last (422 above)."
+    )
+    demo_burst_max_requests: int = Field(
+        2000, ge=1, description="Most runs one demo burst may submit (422 above)."
+    )
+    fair_history_every_s: float = Field(
+        1.0, gt=0, le=60, description="Seconds between samples of the fair-share history."
+    )
+    fair_history_s: float = Field(
+        600.0, gt=0, le=3600, description="Seconds of fair-share history the gateway keeps."
+    )
 
 
 @dataclass(frozen=True)
@@ -137,6 +157,14 @@ class GatewayConfig:
     capacity_margin: float = 1.0
     #: The door's headroom for the most urgent class (s of path delay; None: off).
     capacity_lower_class_path_s: float | None = None
+    #: Demo bursts (``/admin/demo/bursts``): allowed, and their caps.
+    demo_bursts: bool = False
+    demo_burst_max_rate_per_s: float = 20.0
+    demo_burst_max_duration_s: float = 120.0
+    demo_burst_max_requests: int = 2000
+    #: The fair-share history: sampling interval and how much is kept (seconds).
+    fair_history_every_s: float = 1.0
+    fair_history_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1024:
@@ -163,4 +191,10 @@ def gateway_config(settings: Settings, gateway: GatewaySettings) -> GatewayConfi
         capacity_admission=gateway.capacity_admission,
         capacity_margin=gateway.capacity_margin,
         capacity_lower_class_path_s=gateway.capacity_lower_class_path_s,
+        demo_bursts=gateway.demo_bursts,
+        demo_burst_max_rate_per_s=gateway.demo_burst_max_rate_per_s,
+        demo_burst_max_duration_s=gateway.demo_burst_max_duration_s,
+        demo_burst_max_requests=gateway.demo_burst_max_requests,
+        fair_history_every_s=gateway.fair_history_every_s,
+        fair_history_s=gateway.fair_history_s,
     )

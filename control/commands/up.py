@@ -60,6 +60,7 @@ def server_environment(settings: Settings) -> dict[str, str]:
             env[var] = ensure_secret(settings.var_dir, filename)
     env.setdefault("LEGATO_VAR_DIR", str(settings.var_dir))
     env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("LEGATO_DEMO_BURSTS", "true")  # the demo: an operator may start bursts
     return env
 
 

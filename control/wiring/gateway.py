@@ -15,10 +15,12 @@ from typing import Any
 from fastapi import FastAPI
 
 from control.api.app import Lifespan, create_app
+from control.api.demo_bursts import EXTRA as BURSTS
 from control.api.metrics import GatewayMetrics
 from control.api.plan_settings import plan_extras
 from control.api.ports import WhatIfEngine
 from control.api.prompts import PROMPT_PREFIXES
+from control.api.routes.demo_bursts import SAMPLER
 from control.api.routes.policies import EXTRA as POLICIES_EXTRA
 from control.api.settings import GatewayConfig, GatewaySettings, gateway_config
 from control.api.twin import TwinEngine
@@ -29,6 +31,7 @@ from control.core.tenancy.config import TenancyManagerConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
+from control.services.fair_history import FairShareHistory, FairShareSampler
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
 from control.services.live_policies import LivePolicies
@@ -45,16 +48,24 @@ from control.wiring.policies import policies_from_settings, tenancy_of
 from control.wiring.services import checked_services, session_factory
 
 
-def live_lifespan(inference: InferenceService) -> Lifespan:
+def live_lifespan(inference: InferenceService, sampler: FairShareSampler | None = None) -> Lifespan:
     """A lifespan that starts ``inference`` (and so its runtime) with the app and stops it
-    when the app stops."""
+    when the app stops; ``sampler`` (the fair-share history's) runs while it runs. Demo bursts
+    still running are stopped first."""
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await inference.start()
+        if sampler is not None:
+            sampler.ensure_started()
         try:
             yield
         finally:
+            bursts = app.state.gateway.extras.get(BURSTS)
+            if bursts is not None:
+                await bursts.stop_all()
+            if sampler is not None:
+                await sampler.stop()
             await inference.stop()
 
     return lifespan
@@ -85,9 +96,11 @@ def gateway_app(
             metrics.on_settled if also_settled is None else _both(metrics.on_settled, also_settled)
         )
         live = build_live(services.factory, services, executor, options, on_settled=on_settled)
-    lifespan = live_lifespan(live.inference) if live is not None and start_with_app else None
+    sampler = None if live is None else fair_share_sampler(live.inference, config)
+    lifespan = (live_lifespan(live.inference, sampler)
+                if live is not None and start_with_app else None)  # fmt: skip
     if live is not None:  # GET/PATCH /admin/policies: the running core's policies
-        extras = {**(extras or {}),
+        extras = {**(extras or {}), SAMPLER: sampler,
                   POLICIES_EXTRA: LivePolicies(live.inference.runtime, services.audit)}  # fmt: skip
     return create_app(
         services,
@@ -100,6 +113,14 @@ def gateway_app(
         extras={**(extras or {}), PROMPT_PREFIXES: live.prefixes} if live else extras,
         lifespan=lifespan,
     )
+
+
+def fair_share_sampler(inference: InferenceService, config: GatewayConfig) -> FairShareSampler:
+    """The sampler of the fair-share history (``/admin/fair-share/history``) over the live
+    core's snapshot and the runtime's preemption counter, keeping ``fair_history_s``."""
+    keep = max(1, round(config.fair_history_s / config.fair_history_every_s))
+    return FairShareSampler(inference.snapshot, lambda: inference.runtime.metrics,
+                            FairShareHistory(keep), config.fair_history_every_s)  # fmt: skip
 
 
 def _both(first: OnSettled, then: OnSettled) -> OnSettled:

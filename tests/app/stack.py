@@ -93,13 +93,14 @@ def _live_options() -> Any:
 
 def build_app(url: str, token: str, live: bool = False, cache: Path | None = None) -> Any:
     """The real app over the database at ``url``; with ``live``, its runtime starts and stops
-    with the app."""
+    with the app and demo bursts are on (as in ``legato up``'s demo)."""
     factory = make_session_factory(make_engine(url))
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
     executor = _live_executor(cache or Path("var/models")) if live else None
     simulator = PlanSimulator(factory, url, (cache or Path("var/models")).parent)
-    return gateway_app(services, GatewayConfig(admin_token=token, sync_timeout_s=60), executor,
+    config = GatewayConfig(admin_token=token, sync_timeout_s=60, demo_bursts=live)  # as the demo
+    return gateway_app(services, config, executor,
                        _live_options() if live else LiveOptions(), spec_validator=validator,
                        whatif_engine=TwinEngine(factory, url),
                        extras={"plan_simulator": simulator})  # fmt: skip
