@@ -117,6 +117,15 @@ class GatewaySettings(BaseSettings):
         description="Serve the run-starting routes without FastAPI's per-call machinery "
         "(same answers, less CPU per call); false: FastAPI serves them like every route.",
     )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry collector's OTLP/HTTP URL (http://host:4318 or its "
+        "/v1/traces URL): each finished run is exported as a trace, one span per step. "
+        "Unset: nothing is exported.",
+    )
+    otlp_service_name: str = Field(
+        "legato", min_length=1, description="service.name of the exported run traces."
+    )
 
 
 @dataclass(frozen=True)
