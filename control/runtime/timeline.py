@@ -107,6 +107,11 @@ def both(
     return handle
 
 
+def _lane(d: Dispatch) -> str:
+    """Where a batch runs, as the idle bookkeeping keys it (a replica, else its tool)."""
+    return d.replica_id or d.tool or "host"
+
+
 def _ms(at: float, origin: float) -> float:
     return round((at - origin) * 1000, 3)
 
@@ -123,7 +128,7 @@ class TimelineBook:
 
     def dispatched(self, d: Dispatch, now: float) -> None:
         """A batch was formed and sent: note its hold and each item's routing decision."""
-        replica = d.replica_id or "host"
+        replica = _lane(d)
         busy = self.in_flight.get(replica, 0)
         self.in_flight[replica] = busy + 1
         if d.items:
@@ -168,7 +173,7 @@ class TimelineBook:
 
     def batch_done(self, pb: Any, now: float) -> None:
         """Every item of ``pb`` is back: its replica may now be idle."""
-        replica = pb.replica or "host"
+        replica = _lane(pb.dispatch)
         self.batch_wait.pop(pb.dispatch.batch_id, None)
         left = self.in_flight.get(replica, 1) - 1
         if left > 0:
