@@ -52,7 +52,8 @@ def gantt(spans: Sequence[Mapping[str, Any]], total_ms: float) -> go.Figure:
                   annotation_text=f"end to end {total_ms:.1f} ms")  # fmt: skip
     fig.update_layout(
         barmode="overlay", height=200 + 34 * len(ordered), title="Where each step's time went",
-        xaxis_title="ms after the run was submitted", yaxis={"autorange": "reversed"},
+        xaxis={"title": "ms after the run was submitted", "rangemode": "tozero"},
+        yaxis={"autorange": "reversed"},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
         margin={"l": 10, "r": 10, "t": 80, "b": 10}, title_y=0.97,
     )  # fmt: skip
