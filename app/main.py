@@ -33,7 +33,8 @@ SECTIONS: dict[str, list[tuple[str, str, str]]] = {
     "Workloads": [("workflows.py", "Workflows", ":material/account_tree:"),
                   ("tenants.py", "Tenants and quotas", ":material/groups:")],
     "Analyse": [("whatif.py", "What-if", ":material/science:"),
-                ("usage.py", "Usage and audit", ":material/receipt_long:")],
+                ("usage.py", "Usage and audit", ":material/receipt_long:"),
+                ("timeline.py", "Request timeline", ":material/timeline:")],
 }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ from control.api.routes import (
     plans,
     policies,
     rollout,
+    timeline,
     usage,
 )
 from control.api.routes.resources import RESOURCES
@@ -105,6 +106,7 @@ def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
     app.include_router(canary.router)
     app.include_router(fidelity.router)
     app.include_router(usage.router)
+    app.include_router(timeline.router)
     app.include_router(policies.router)
     app.include_router(demo_bursts.router)
     return hot

@@ -137,6 +137,15 @@ class GatewaySettings(BaseSettings):
     fair_history_s: float = Field(
         600.0, gt=0, le=3600, description="Seconds of fair-share history the gateway keeps."
     )
+    otlp_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry collector's OTLP/HTTP URL (http://host:4318 or its "
+        "/v1/traces URL): each finished run is exported as a trace, one span per step. "
+        "Unset: nothing is exported.",
+    )
+    otlp_service_name: str = Field(
+        "legato", min_length=1, description="service.name of the exported run traces."
+    )
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ def route(
     counters = log.counters
     if choice is not None:
         target = cluster.replicas[choice.score.replica_id]
+        step.route = choice
         wait = choice.score.queue_us
         target = _maybe_scale_out(pol, cluster, ids, log, step, target, wait, now) or target
         counters["route.affinity" if choice.affinity else "route.best"] += 1
@@ -246,6 +247,7 @@ def _bind(
         choice = pol.routing.choose(_demand(step), [reps[r] for r in rooms], ctx)
         assert choice is not None  # candidates are non-empty
         rid = choice.score.replica_id
+        step.route = choice
     _assign(pol, cluster, queues, log, step, reps[rid], rooms, now)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from control.core.dag.run import DagRun, StepRef
 from control.core.dag.spec import NodeSpec
+from control.core.routing.base import RouteChoice
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.tenancy.base import QueuedWork
 from control.core.types import DeviceSpec, ModelSpec, ReplicaState, Request
@@ -23,7 +24,7 @@ class QueuedStep:
     __slots__ = (
         "ref", "key", "run", "node", "model_key", "input_tokens", "max_output_tokens",
         "prefix_blocks", "arrival", "cost_units", "est_us", "work", "replica_id", "batch_id",
-        "hit_blocks", "dispatched_at", "input_devices", "pending_model", "est_dt",
+        "hit_blocks", "dispatched_at", "input_devices", "pending_model", "est_dt", "route",
     )  # fmt: skip
 
     def __init__(self, ref: StepRef, run: RunRecord, node: NodeSpec, work: QueuedWork) -> None:
@@ -46,6 +47,7 @@ class QueuedStep:
         self.input_devices: tuple[DeviceSpec | None, ...] = ()
         self.pending_model: str | None = None  # model whose pending queue holds it (unbound)
         self.est_dt: str | None = None  # device type ``est_us`` was predicted for
+        self.route: RouteChoice | None = None  # the routing decision that queued it last
 
     def prefill_tokens(self, block_tokens: int) -> int:
         """The prompt tokens its replica computes: all but the predicted prefix cache hit."""

@@ -37,6 +37,7 @@ from control.core.actions import (
     DrainReplica,
     EvictReplica,
     LoadModel,
+    MoveStep,
     Preempt,
     Reject,
     ReplicaRoutable,
@@ -55,6 +56,7 @@ from control.runtime.metrics import RuntimeMetrics
 from control.runtime.reissues import Reissues
 from control.runtime.run_ends import RunEnds
 from control.runtime.state import Ingest, Record, RunState
+from control.runtime.timeline import both
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +102,10 @@ class Actuator:
         self.run_ends = RunEnds(executor, completions, runs, self.stores, metrics, self.spawn,
                                 later=later, clock=clock)  # fmt: skip
         reissues = Reissues(executor, completions, runs, metrics)
+        book = completions.timeline
         self._apply: dict[type, Callable[[Any, float], None]] = {
-            Dispatch: self.dispatcher.dispatch,
+            Dispatch: both(book.dispatched, self.dispatcher.dispatch),
+            MoveStep: book.moved,
             LoadModel: self._load,
             EvictReplica: self._evict,
             Reject: self.run_ends.reject,
@@ -110,8 +114,8 @@ class Actuator:
             ReplicaRoutable: self._routable,
             DrainReplica: self._drain,
             RolloutTransition: self._rollout,
-            StepRetried: reissues.retried,
-            StepPreempted: reissues.preempted,
+            StepRetried: both(book.retried, reissues.retried),
+            StepPreempted: both(book.preempted, reissues.preempted),
             CanaryTransition: self._rollout,
         }
 
@@ -144,7 +148,7 @@ class Actuator:
     def _carry_out(self, action, now: float) -> None:  # noqa: ANN001
         handler = self._apply.get(type(action))
         if handler is None:
-            return  # MoveStep: bookkeeping inside the core
+            return  # bookkeeping inside the core
         try:
             handler(action, now)
         except Exception:  # one bad action must not stop the loop: log, go on

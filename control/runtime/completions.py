@@ -48,6 +48,7 @@ from control.executor.protocol import (
 from control.runtime import mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
+from control.runtime.timeline import TimelineBook
 from control.runtime.types import KeptOutput, StreamDelta, UsageRecord
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class Completions:
         #: runs bookkeeping that need not precede the answer (metrics): ``later(fn, *args)``.
         #: At once by default; the live runtime defers it past the turn (``Driver.later``).
         self.later: Callable[..., None] = later or call_now
+        self.timeline = TimelineBook(runs)  # spans of the items that come back
 
     # ---- registration (actuator side)
     def expect(self, batch: PendingBatch) -> None:
@@ -145,10 +147,13 @@ class Completions:
         pb = self.pending.get(batch_id)
         if pb is None:
             return []
-        pb.results[pb.items[key].key] = result
+        item = pb.items[key]
+        pb.results[item.key] = result
+        self.timeline.step_done(pb, item, result, now)
         if not pb.complete:
             return []
         del self.pending[batch_id]
+        self.timeline.batch_done(pb, now)
         d = pb.dispatch
         self.later(self.metrics.batch_done, d.model_key or d.tool or "?", pb.device,
                    len(d.items), pb.device_ms, now - pb.dispatched_at, pb.moved_bytes)  # fmt: skip

@@ -56,9 +56,11 @@ class RunEnds:
         self.stores.payloads.pop(a.request_id, None)
         if run is not None:
             self.metrics.run_done(run.request.workflow, "rejected", now - run.submitted_at)
-            run.handle.resolve(
-                RunResult(a.request_id, "rejected", {}, a.reason, a.reason, (), a.retry_after_s)
-            )
+            run.timeline.decide({"kind": "admission", "verdict": "rejected", "reason": a.reason,
+                                 "at_ms": round((now - run.submitted_at) * 1000, 3)})  # fmt: skip
+            timeline = run.timeline.as_dict((now - run.submitted_at) * 1000)
+            run.handle.resolve(RunResult(a.request_id, "rejected", {}, a.reason, a.reason, (),
+                                         a.retry_after_s, timeline=timeline))  # fmt: skip
 
     def finished(self, a: RunFinished, now: float) -> None:
         """Settle the run now when its outputs are at hand (the common case: a worker's output
@@ -94,7 +96,8 @@ class RunEnds:
         self.later(self.metrics.run_done, run.request.workflow, status, wall_s)
         fault, field = (a.fault, a.field) if status == "failed" else (None, None)
         result = RunResult(a.request_id, status, outputs, error, a.reason, tuple(run.usage),
-                           None, fault, field, tuple(run.reissued))  # fmt: skip
+                           None, fault, field, tuple(run.reissued),
+                           run.timeline.as_dict(wall_s * 1000))  # fmt: skip
         run.handle.resolve(result)
 
     def _release(self, run_id: str) -> None:

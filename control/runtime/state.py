@@ -14,6 +14,7 @@ from typing import Any
 from control.core.actions import BatchItem as CoreItem
 from control.core.actions import Dispatch
 from control.core.types import BatchResult, Request, StepResult
+from control.runtime.timeline import RunTimeline
 from control.runtime.types import RunHandle, UsageRecord
 
 
@@ -70,6 +71,8 @@ class RunState:
     #: attempts abandoned for a fresh one (timed out, preempted from borrowed headroom), in
     #: order: node, attempt_key, requeued_as, cause, reason (``reissues``)
     reissued: list[dict[str, str]] = field(default_factory=list)
+    #: the spans of its steps and the core's decisions for it, for the request timeline
+    timeline: RunTimeline = field(default_factory=RunTimeline)
 
 
 @dataclass

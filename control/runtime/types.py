@@ -98,6 +98,8 @@ class RunResult:
     field: str | None = None  # then the input to blame (``inputs.text``), when known
     #: attempts abandoned for a fresh one (``RunState.reissued``): timed out, preempted
     reissued: tuple[Mapping[str, str], ...] = ()
+    #: the request timeline: its steps' spans and the core's decisions (``runtime.timeline``)
+    timeline: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

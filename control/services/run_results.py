@@ -139,6 +139,8 @@ def result_body(
         status = "failed"  # refused by the core (not admission): nothing to retry later
     if status == "rejected":
         body = {"retry_after_s": result.retry_after_s or 1.0, "reason": result.reason}
+        if result.timeline is not None:  # its admission verdict, for the request timeline
+            body["timeline"] = dict(result.timeline)
         return status, body, result.reason
     usage = [s.usage for s in trace.steps] or list(result.usage)
     outputs = jsonable(dict(result.outputs))
@@ -149,6 +151,8 @@ def result_body(
     }
     if result.reissued:  # steps timed out or preempted, and what replaced them
         body["reissued"] = [dict(r) for r in result.reissued]
+    if result.timeline is not None:  # spans of its steps and the core's decisions
+        body["timeline"] = dict(result.timeline)
     if status == "succeeded":
         body["outputs"] = outputs
         return status, body, None

@@ -35,6 +35,7 @@ from control.services.fair_history import FairShareHistory, FairShareSampler
 from control.services.fidelity.runner import FidelityRunner
 from control.services.inference import InferenceService
 from control.services.live_policies import LivePolicies
+from control.services.run_tracing import RunTracer
 from control.store.records import RequestRecord
 from control.wiring.executor import build_executor, with_measured_transfer
 from control.wiring.live import (
@@ -145,9 +146,19 @@ def build_gateway(with_runtime: bool = True) -> FastAPI:
     # installed whether or not this gateway runs the live runtime.
     extras = {"fidelity_runner": FidelityRunner(url), **plan_extras(settings, factory, url)}
     options = with_measured_transfer(live_options(gateway, settings), settings)
+    tracer = run_tracer(gateway)
     return gateway_app(services, gateway_config(settings, gateway), executor, options,
                        spec_validator=validator, whatif_engine=TwinEngine(factory, url),
-                       extras=extras)  # fmt: skip
+                       extras=extras,
+                       also_settled=tracer.on_settled if tracer else None)  # fmt: skip
+
+
+def run_tracer(gateway: GatewaySettings) -> RunTracer | None:
+    """The OTLP exporter of finished runs' traces; None (nothing exported) without an endpoint
+    (``LEGATO_OTLP_ENDPOINT``)."""
+    if not gateway.otlp_endpoint:
+        return None
+    return RunTracer(gateway.otlp_endpoint, gateway.otlp_service_name)
 
 
 def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> LiveOptions:

@@ -31,6 +31,7 @@ PAGES = {
     "Tenants and quotas": "Tenants and quotas",
     "What-if": "What-if",
     "Usage and audit": "Usage and audit",
+    "Request timeline": "Request timeline",
 }
 
 

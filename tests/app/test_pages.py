@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.conftest import ADMIN_TOKEN, open_page, signed_in
 
 PAGES = ["overview.py", "fairshare.py", "devices.py", "placement.py", "workflows.py",
-         "tenants.py", "whatif.py", "usage.py"]  # fmt: skip
+         "tenants.py", "whatif.py", "usage.py", "timeline.py"]  # fmt: skip
 
 
 def test_sign_in_refuses_a_wrong_credential_and_accepts_the_admin(console: AppTest) -> None:

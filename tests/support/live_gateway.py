@@ -25,7 +25,7 @@ from control.runtime.live import InitialReplica, RuntimeConfig
 from control.services import Services, build_services
 from control.services.workflow_validation import make_spec_validator
 from control.wiring.gateway import gateway_app
-from control.wiring.live import LiveOptions, serving_core_config
+from control.wiring.live import LiveOptions, OnSettled, serving_core_config
 from db.session import make_engine, make_session_factory
 from tests.api.conftest import ADMIN_TOKEN, PEPPER, client_for
 
@@ -93,11 +93,12 @@ def live_app(
     start_with_app: bool = False,
     devices: Sequence[DeviceInfo] | None = None,
     core_config: CoreConfig | None = None,
+    also_settled: OnSettled | None = None,
 ) -> FastAPI:
     """The gateway app over ``world``'s (seeded) fleet, one CPU worker and the models ``refs``
     (not started unless ``start_with_app``: then its lifespan starts the live path);
     ``devices``: one CPU worker each (default one, ``cpu:0``); ``core_config``: the core's
-    policies (default the serving configuration)."""
+    policies (default the serving configuration); ``also_settled``: told each settled run."""
     executor = LocalExecutor(
         ExecutorConfig(
             heartbeat_s=1.0, cache_dir=str(world.cache), use_cuda=False, poll_queue=False
@@ -108,20 +109,25 @@ def live_app(
                           runtime=RuntimeConfig(sample_every_s=0.5),
                           core_config=core_config or serving_core_config())  # fmt: skip
     return gateway_app(world.services, config, executor, options,
-                       spec_validator=world.validator, start_with_app=start_with_app)  # fmt: skip
+                       spec_validator=world.validator, start_with_app=start_with_app,
+                       also_settled=also_settled)  # fmt: skip
 
 
 @asynccontextmanager
 async def embed_clients(
     world: LiveWorld,
+    also_settled: OnSettled | None = None,
+    core_config: CoreConfig | None = None,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     """A new tenant's client and the admin's of the started gateway over ``world``'s fleet
     (seed it first: :func:`seed_embed_fleet`), the tiny embedder on one CPU worker; the live
-    path is stopped on exit."""
+    path is stopped on exit. ``also_settled`` is told each settled run; ``core_config``: the
+    core's policies (default the serving configuration)."""
     tenant = world.services.tenants.create("test", name="acme", weight=1).id
     key = world.services.api_keys.create_key("test", tenant).plaintext
     app = live_app(world, TINY_EMBED_REFS, GatewayConfig(admin_token=ADMIN_TOKEN,
-                                                          sync_timeout_s=30))  # fmt: skip
+                                                          sync_timeout_s=30),
+                   also_settled=also_settled, core_config=core_config)  # fmt: skip
     inference = app.state.gateway.inference
     await inference.start()
     client, admin = client_for(app, key), client_for(app, ADMIN_TOKEN)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from types import MappingProxyType
 
+from control.core.routing.base import RouteChoice
 from control.core.types import InputRef
 from control.core.values import value
 
@@ -37,6 +38,13 @@ class BatchItem:
     prefix_blocks: tuple[int, ...] = ()
     predicted_hit_blocks: int = 0
     params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
+    #: when the step became ready, and when it joined the queue it left (the core's clock):
+    #: the request timeline's queue wait
+    ready_at: float = 0.0
+    enqueued_at: float = 0.0
+    #: the routing decision that queued it (None: bound to the only replica with room, or a
+    #: host tool), with the scores of the best candidates
+    route: RouteChoice | None = None
 
 
 @value

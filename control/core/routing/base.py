@@ -54,11 +54,19 @@ class RouteScore:
     hit_blocks: int
 
 
+#: How many of the best-scored candidates a ``RouteChoice`` keeps (the request timeline shows
+#: them; more would cost every routing decision and tell an operator little).
+MAX_ROUTE_CANDIDATES = 3
+
+
 @value
 class RouteChoice:
     score: RouteScore
     affinity: bool
     reason: str
+    #: the best-scored candidates, lowest predicted completion first (at most
+    #: ``MAX_ROUTE_CANDIDATES``; the chosen one among them unless affinity kept a worse one)
+    candidates: tuple[RouteScore, ...] = ()
 
 
 @value

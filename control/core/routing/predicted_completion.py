@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from control.core.routing.base import Candidate, RouteChoice, RouteScore, RoutingContext, StepDemand
+from control.core.routing.base import (
+    MAX_ROUTE_CANDIDATES,
+    Candidate,
+    RouteChoice,
+    RouteScore,
+    RoutingContext,
+    StepDemand,
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,14 @@ def _as_score(p: tuple) -> RouteScore:
     return RouteScore(rid, total, queue, service, transfer, load, saving, hits)
 
 
+def _top(parts: list, best: RouteScore) -> tuple[RouteScore, ...]:
+    """The best ``MAX_ROUTE_CANDIDATES`` scores, lowest first (one candidate: ``best`` alone,
+    without sorting: the common case of a model with one replica)."""
+    if len(parts) == 1:
+        return (best,)
+    return tuple([_as_score(p) for p in sorted(parts)[:MAX_ROUTE_CANDIDATES]])
+
+
 class PredictedCompletionRouting:
     def __init__(self, config: PredictedCompletionConfig | None = None) -> None:
         self.config = config or PredictedCompletionConfig()
@@ -112,6 +127,7 @@ class PredictedCompletionRouting:
             parts.append(_parts(demand, c, ctx, use_prefix, svc))
         best_p = min(parts)  # (total, replica id, ...): ties break on replica id
         best = _as_score(best_p)
+        top = _top(parts, best)
         affine_id = ctx.sessions.get(demand.session_id) if demand.session_id else None
         if self.config.use_affinity and affine_id is not None:
             affine_p = next((p for p in parts if p[1] == affine_id), None)
@@ -124,16 +140,16 @@ class PredictedCompletionRouting:
                         f"session {demand.session_id} stays on {affine_id} "
                         f"(holds {affine.hit_blocks} prefix blocks; queue {gap} us above least loaded)"
                     )
-                    return RouteChoice(affine, True, why)
+                    return RouteChoice(affine, True, why, top)
                 why = (
                     f"balance guard: {affine_id} is {gap} us behind the least loaded "
                     f"(limit {self.config.balance_guard_us} us); session {demand.session_id} moves "
                     f"to {best.replica_id}"
                 )
-                return RouteChoice(best, False, why)
+                return RouteChoice(best, False, why, top)
         why = (
             f"lowest predicted completion {best.total_us} us on {best.replica_id} (queue "
             f"{best.queue_us}, service {best.service_us}, transfer {best.transfer_us}, load "
             f"{best.load_us}, cache saving {best.saving_us}) among {len(parts)} replicas"
         )
-        return RouteChoice(best, False, why)
+        return RouteChoice(best, False, why, top)
