@@ -62,8 +62,9 @@ def tenant_body(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def schedules(change: Mapping[str, Any]) -> bool:
-    """Whether a tenant change alters scheduling (its name alone does not)."""
-    return any(k != "name" for k in change)
+    """Whether a tenant change (``id`` and changed fields) alters scheduling: a new name or
+    no change at all does not."""
+    return any(k not in ("id", "name") for k in change)
 
 
 def expiry(on: bool, day: date | None, at: time | None) -> str | None:
