@@ -18,6 +18,7 @@ from app import tenancy_forms as tf
 
 FORM = "quota"
 NEXT = "qe_pick_next"  # the quota to show after a rerun (set where the picker already exists)
+NEW = 0  # the picker's "New quota" (ids start at 1; None would show as no choice at all)
 
 
 def _values(found: dict[str, Any] | None, tenant: int | None) -> dict[str, Any]:
@@ -89,19 +90,19 @@ def _table(quotas: list[dict[str, Any]], names: dict[int, str]) -> None:
                                 "lending_limit": st.column_config.NumberColumn(help="empty: no limit")})  # fmt: skip
 
 
-def _picker(quotas: list[dict[str, Any]], names: dict[int, str]) -> int | None:
+def _picker(quotas: list[dict[str, Any]], names: dict[int, str]) -> int:
     labels = {q["id"]: tf.quota_label(q, names) for q in quotas}
     if NEXT in st.session_state or "qe_pick" not in st.session_state:
         # first visit: the first quota; after a create or delete: the new one (or none)
-        st.session_state["qe_pick"] = st.session_state.pop(NEXT, next(iter(labels), None))
+        st.session_state["qe_pick"] = st.session_state.pop(NEXT, next(iter(labels), NEW))
         _load(quotas, next(iter(names), None))
-    return st.selectbox("Quota to edit", [*labels, None], key="qe_pick",
-                        format_func=lambda i: "New quota" if i is None else labels[i],
+    return st.selectbox("Quota to edit", [*labels, NEW], key="qe_pick",
+                        format_func=lambda i: "New quota" if i == NEW else labels[i],
                         on_change=_load, args=(quotas, next(iter(names), None)))  # fmt: skip
 
 
-def _save(pick: int | None, picked: dict[str, Any] | None, values: dict[str, Any]) -> None:
-    if pick is None:
+def _save(pick: int, picked: dict[str, Any] | None, values: dict[str, Any]) -> None:
+    if picked is None:
         made = ui.attempt(FORM, "POST", "/admin/quotas", tf.quota_body(values, True),
                           ok="Quota created. The running core applies it at once.")  # fmt: skip
         if made:
@@ -110,6 +111,7 @@ def _save(pick: int | None, picked: dict[str, Any] | None, values: dict[str, Any
         body = tf.changed(picked or {}, tf.quota_body(values, False))
         ui.attempt(FORM, "PATCH", f"/admin/quotas/{pick}", body,
                    ok="Quota saved. The running core applies it at once.")  # fmt: skip
+    tenancy_preview.saved(FORM)
     st.rerun()
 
 
@@ -138,7 +140,8 @@ def render(tenants: list[dict[str, Any]], quotas: list[dict[str, Any]]) -> None:
         if cols[3].button("Delete", key="qe_delete", icon=":material/delete:"):
             ui.attempt(FORM, "DELETE", f"/admin/quotas/{pick}", ok=f"Quota {label} deleted.")
             if ui.error_of(FORM) is None:  # a 204 answers None: the error tells the outcome
-                st.session_state[NEXT] = None
+                st.session_state[NEXT] = NEW
+            tenancy_preview.saved(FORM)
             st.rerun()
     ui.form_error(FORM)
     tenancy_preview.follow(FORM, change)

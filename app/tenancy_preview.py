@@ -40,7 +40,7 @@ def follow(form: str, change: dict[str, Any] | None) -> None:
     twin_panel.follow(form)
 
 
-def refusals(form: str, fields: tuple[str, ...]) -> None:
-    """The API's refusals of fields no widget of the editor shows on its own."""
-    for field in fields:
-        ui.field_error(form, field)
+def saved(form: str) -> None:
+    """After a successful save: the preview of the change no longer needs showing."""
+    if ui.error_of(form) is None:
+        twin_panel.clear(form)

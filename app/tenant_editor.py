@@ -15,16 +15,17 @@ from app import tenancy_preview, ui
 
 FORM = "tenant"
 NEXT = "te_pick_next"  # the tenant to show after a rerun (set where the picker already exists)
+NEW = NO_COHORT = 0  # the "New tenant" and "no cohort" choices (None would show as no choice)
 
 
 def _values(found: dict[str, Any] | None) -> dict[str, Any]:
     """The editor's field values for tenant ``found`` (None: a new one)."""
     if found is None:
         return {"te_name": "", "te_weight": 1, "te_class": "standard", "te_status": "active",
-                "te_cohort": None, "te_strict": False}  # fmt: skip
+                "te_cohort": NO_COHORT, "te_strict": False}  # fmt: skip
     return {"te_name": found["name"], "te_weight": found["weight"],
             "te_class": found["priority_class"], "te_status": found["status"],
-            "te_cohort": found["cohort_id"], "te_strict": bool(found["strict_priority"])}  # fmt: skip
+            "te_cohort": found["cohort_id"] or NO_COHORT, "te_strict": bool(found["strict_priority"])}  # fmt: skip
 
 
 def _load(tenants: list[dict[str, Any]]) -> None:
@@ -47,8 +48,8 @@ def _fields(cohorts: dict[int, str]) -> dict[str, Any]:
         klass = st.selectbox("Priority class", tf.CLASSES, key="te_class")
         ui.field_error(FORM, "priority_class")
     with right:
-        cohort = st.selectbox("Cohort", [None, *cohorts], key="te_cohort",
-                              format_func=lambda c: "no cohort" if c is None else cohorts.get(c, c),
+        cohort = st.selectbox("Cohort", [NO_COHORT, *cohorts], key="te_cohort",
+                              format_func=lambda c: "no cohort" if c == NO_COHORT else cohorts.get(c, c),
                               help="tenants of a cohort lend and borrow idle quota")  # fmt: skip
         ui.field_error(FORM, "cohort_id")
         status = st.selectbox("Status", tf.STATUSES, key="te_status")
@@ -56,22 +57,22 @@ def _fields(cohorts: dict[int, str]) -> dict[str, Any]:
         strict = st.checkbox("Strict priority", key="te_strict",
                              help="its higher-class work overtakes other tenants' lower classes")  # fmt: skip
     return tf.tenant_body({"name": name, "weight": weight, "priority_class": klass,
-                           "status": status, "cohort_id": cohort, "strict_priority": strict})  # fmt: skip
+                           "status": status, "cohort_id": cohort or None, "strict_priority": strict})  # fmt: skip
 
 
-def _picker(tenants: list[dict[str, Any]]) -> int | None:
+def _picker(tenants: list[dict[str, Any]]) -> int:
     names = {t["id"]: t["name"] for t in tenants}
     if NEXT in st.session_state or "te_pick" not in st.session_state:
         # first visit: the first tenant; after a create: the new one
-        st.session_state["te_pick"] = st.session_state.pop(NEXT, next(iter(names), None))
+        st.session_state["te_pick"] = st.session_state.pop(NEXT, next(iter(names), NEW))
         _load(tenants)
-    return st.selectbox("Tenant to edit", [*names, None], key="te_pick",
-                        format_func=lambda i: "New tenant" if i is None else names[i],
+    return st.selectbox("Tenant to edit", [*names, NEW], key="te_pick",
+                        format_func=lambda i: "New tenant" if i == NEW else names[i],
                         on_change=_load, args=(tenants,))  # fmt: skip
 
 
-def _save(pick: int | None, picked: dict[str, Any] | None, body: dict[str, Any]) -> None:
-    if pick is None:
+def _save(pick: int, picked: dict[str, Any] | None, body: dict[str, Any]) -> None:
+    if picked is None:
         made = ui.attempt(FORM, "POST", "/admin/tenants", body,
                           ok=f"Tenant {body['name']!r} created.")  # fmt: skip
         if made:
@@ -79,6 +80,7 @@ def _save(pick: int | None, picked: dict[str, Any] | None, body: dict[str, Any])
     else:
         ui.attempt(FORM, "PATCH", f"/admin/tenants/{pick}", tf.changed(picked or {}, body),
                    ok="Tenant saved. The running core applies it at once.")  # fmt: skip
+    tenancy_preview.saved(FORM)
     st.rerun()
 
 
