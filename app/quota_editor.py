@@ -70,8 +70,8 @@ def _fields(names: dict[int, str], picked: dict[str, Any] | None) -> dict[str, A
                                 format_func=lambda r: f"{r}: {tf.RESOURCES[r]}")  # fmt: skip
         ui.field_error(FORM, "resource")
     with right:
-        nominal = st.number_input("Nominal", step=1, key="qe_nominal",
-                                  help="the tenant's own share, in the kind's unit")  # fmt: skip
+        # no help icon: its label would make "Nominal" ambiguous to label lookups
+        nominal = st.number_input("Nominal", step=1, key="qe_nominal")
         ui.field_error(FORM, "nominal")
         period = st.number_input("Period (s)", step=1, key="qe_period")
         ui.field_error(FORM, "period_s")
