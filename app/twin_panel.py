@@ -73,6 +73,12 @@ def start(form: str, body: dict[str, Any], asked: Any = None) -> int | None:
     return int(made["id"])
 
 
+def clear(form: str) -> None:
+    """Forget the run followed for ``form`` (its change was saved: the preview is history)."""
+    for key in (_run_key(form), _done_key(form), f"twin_asked:{form}"):
+        st.session_state.pop(key, None)
+
+
 def asked(form: str) -> Any:
     """What the followed run of ``form`` tried (as given to :func:`start`), or None."""
     return st.session_state.get(f"twin_asked:{form}")

@@ -2,10 +2,12 @@
 
 Callers get one generic 401 body whatever went wrong (missing, malformed, unknown, wrong secret,
 revoked, tenant suspended) so that a probe learns nothing about which keys exist; the detailed
-reason from ``verify_key`` is kept for the server log only. The admin token is compared in
-constant time. A verified key is cached for a short TTL so that a hot path does not write
-``last_used_at`` on every call; revoking a key or changing a tenant through this API clears the
-cache at once.
+reason from ``verify_key`` is kept for the server log only. The one exception is an expired
+key presented with its right secret: its 401 says that it expired (and when), since only the
+key's holder can get that answer. The admin token is compared in constant time. A verified key
+is cached for a short TTL so that a hot path does not write ``last_used_at`` on every call, but
+never past its expiry; revoking a key or changing a tenant through this API clears the cache at
+once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
@@ -23,7 +26,7 @@ from starlette.requests import HTTPConnection
 
 from control.api.errors import ApiError
 from control.api.state import Gateway, gateway
-from control.clock import monotonic
+from control.clock import monotonic, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,8 @@ class Principal:
     tenant_id: int | None = None
     tenant_name: str | None = None
     key_id: int | None = None
+    #: When the tenant's key stops working (None: never); a cached principal is not used after.
+    expires_at: datetime | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -67,6 +72,10 @@ class KeyCache:
     def put(self, plaintext: str, principal: Principal, now: float) -> None:
         if self._ttl > 0:
             self._entries[self._slot(plaintext)] = (principal, now + self._ttl)
+
+    def forget(self, plaintext: str) -> None:
+        """Forget one key's verification (it expired while cached)."""
+        self._entries.pop(self._slot(plaintext), None)
 
     def clear(self) -> None:
         """Forget every verification (after a revocation or a tenant change)."""
@@ -98,13 +107,16 @@ class KeyCache:
             future.set_result(principal)  # type: ignore[arg-type]
 
 
-def unauthorized() -> ApiError:
-    return ApiError(
-        401,
-        "unauthorized",
-        "missing or invalid credentials: send Authorization: Bearer <key>",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
+def unauthorized(
+    detail: str = "missing or invalid credentials: send Authorization: Bearer <key>",
+) -> ApiError:
+    return ApiError(401, "unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def expired(at: datetime) -> ApiError:
+    """The 401 of a key presented with its right secret after its expiry."""
+    when = at.isoformat(timespec="seconds")
+    return unauthorized(f"this API key expired at {when}: ask for a new key")
 
 
 def _is_admin(gw: Gateway, token: str) -> bool:
@@ -115,8 +127,10 @@ def _is_admin(gw: Gateway, token: str) -> bool:
 async def _tenant_principal(gw: Gateway, token: str) -> Principal:
     now = monotonic()
     cached = gw.key_cache.get(token, now)
-    if cached is not None:
+    if cached is not None and (cached.expires_at is None or utcnow() < cached.expires_at):
         return cached
+    if cached is not None:  # expired while cached: verify again, which refuses it
+        gw.key_cache.forget(token)
     # Single flight: concurrent first calls with one key share one verification (one database
     # write of last_used_at instead of one per caller, which would contend for the lock).
     flight = gw.key_cache.in_flight(token)
@@ -136,7 +150,7 @@ async def _verify(gw: Gateway, token: str, now: float) -> Principal:
     check = await run_in_threadpool(gw.services.api_keys.verify_key, token)
     if not check.valid or check.tenant_id is None:
         log.info("refused credential: %s", check.reason)
-        raise unauthorized()
+        raise unauthorized() if check.expires_at is None else expired(check.expires_at)
     tenant = await run_in_threadpool(gw.services.tenants.get, check.tenant_id)
     prefix = token.split("_", 2)[1]
     principal = Principal(
@@ -145,6 +159,7 @@ async def _verify(gw: Gateway, token: str, now: float) -> Principal:
         tenant_id=tenant.id,
         tenant_name=tenant.name,
         key_id=check.key_id,
+        expires_at=check.expires_at,
     )
     gw.key_cache.put(token, principal, now)
     return principal

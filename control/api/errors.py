@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from control.services.errors import (
     Conflict,
     DomainError,
+    DuplicateName,
     IdempotencyConflict,
     NotFound,
     ValidationError,
@@ -105,6 +106,10 @@ def domain_status(exc: DomainError) -> tuple[int, str]:
 def domain_body(exc: DomainError) -> tuple[int, ErrorBody]:
     status, code = domain_status(exc)
     field = exc.field if isinstance(exc, ValidationError) else None
+    if isinstance(exc, DuplicateName) and exc.key:  # name the field a form would change
+        field = list(exc.key)[-1]
+        problems = [Problem(location=field, message=str(exc))]
+        return status, ErrorBody(error=code, detail=str(exc), field=field, problems=problems)
     problems = [Problem(location=field, message=exc.message)] if field is not None else []
     return status, ErrorBody(error=code, detail=str(exc), field=field, problems=problems)
 

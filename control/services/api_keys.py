@@ -2,6 +2,7 @@
 
 A key reads ``lg_<prefix>_<secret>``. The prefix is public and unique (it finds the row); the
 secret comes from ``secrets`` and never reaches the database, the audit log or a record.
+A key may carry ``expires_at``: from then on it is refused, like a revoked one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -44,6 +45,9 @@ class KeyCheck:
     reason: str
     tenant_id: int | None = None
     key_id: int | None = None
+    #: When the key stops working (None: never); on a refusal, set only when the key expired
+    #: (the caller proved it holds the secret, so telling it the key expired reveals nothing).
+    expires_at: datetime | None = None
 
 
 class ApiKeyService(CrudService[rec.ApiKeyRecord]):
@@ -72,11 +76,16 @@ class ApiKeyService(CrudService[rec.ApiKeyRecord]):
     def create(self, actor: str, **values: Any) -> rec.ApiKeyRecord:
         raise DomainError("api keys are issued with create_key, which returns the plaintext")
 
-    def create_key(self, actor: str, tenant_id: int, label: str = "") -> IssuedKey:
-        """Issue a key for an active tenant; audited as ``create`` (without the digest)."""
+    def create_key(
+        self, actor: str, tenant_id: int, label: str = "", expires_at: datetime | None = None
+    ) -> IssuedKey:
+        """Issue a key for an active tenant, refused from ``expires_at`` on (None: never; a
+        naive time is UTC; a time not in the future is a ValidationError); audited as
+        ``create`` (without the digest, with the expiry)."""
         if tenant_id is None:
             raise ValidationError("tenant_id", None, "is required")
         r.validate((*self.rules, r.positive("tenant_id")), {"tenant_id": tenant_id, "label": label})
+        expires_at = _expiry(expires_at, self._clock())
 
         def work(session: Session) -> IssuedKey:
             tenant = repo.TenantRepository(session).get(tenant_id)
@@ -95,6 +104,7 @@ class ApiKeyService(CrudService[rec.ApiKeyRecord]):
                 key_digest=self.digest(plaintext),
                 label=label,
                 created_at=self._clock(),
+                expires_at=expires_at,
             )
             self._audit(session, actor, "create", record, None, record)
             return IssuedKey(record=record, plaintext=plaintext)
@@ -120,12 +130,16 @@ class ApiKeyService(CrudService[rec.ApiKeyRecord]):
                 return KeyCheck(False, f"wrong secret for key prefix {parts[1]}")
             if found.revoked_at is not None:
                 return KeyCheck(False, f"key {parts[1]} was revoked at {found.revoked_at}")
+            if found.expires_at is not None and found.expires_at <= self._clock():
+                return KeyCheck(False, f"key {parts[1]} expired at {found.expires_at.isoformat()}",
+                                expires_at=found.expires_at)  # fmt: skip
             tenant = repo.TenantRepository(session).get(found.tenant_id)
             if tenant is None or tenant.status != "active":
                 status = "gone" if tenant is None else tenant.status
                 return KeyCheck(False, f"tenant of key {parts[1]} is {status}")
             keys.update(found.id, last_used_at=self._clock())
-            return KeyCheck(True, "valid", tenant_id=found.tenant_id, key_id=found.id)
+            return KeyCheck(True, "valid", tenant_id=found.tenant_id, key_id=found.id,
+                            expires_at=found.expires_at)  # fmt: skip
 
         return self._run(work, self.entity)
 
@@ -148,3 +162,16 @@ class ApiKeyService(CrudService[rec.ApiKeyRecord]):
 
     def delete(self, actor: str, id_: Any) -> None:
         raise Conflict("api keys are revoked, never deleted: call revoke_key")
+
+
+def _expiry(expires_at: datetime | None, now: datetime) -> datetime | None:
+    """``expires_at`` as an aware UTC time (naive: taken as UTC); ValidationError unless it is
+    after ``now``: a key that would be born expired is a mistake, not a key."""
+    if expires_at is None:
+        return None
+    if not isinstance(expires_at, datetime):
+        raise ValidationError("expires_at", expires_at, "must be a date and time")
+    aware = expires_at.replace(tzinfo=UTC) if expires_at.tzinfo is None else expires_at
+    if aware <= now:
+        raise ValidationError("expires_at", expires_at.isoformat(), "must be in the future")
+    return aware.astimezone(UTC)

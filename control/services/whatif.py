@@ -3,12 +3,13 @@
 ``scenario_from_db`` reads the fleet (``load_fleet_state``: devices, models, workflows, tenants,
 quotas, headroom, the active placement, measured latency rows, cost weights) into the twin's
 scenario dict, so the baseline of a what-if is the state in force now; ``prepare_scenario``
-completes a what-if request with it and turns an operator's changes (a headroom reservation as it
-would be saved, a quota scale, a stored plan, a workflow version: see ``whatif_variants``) into the
-twin's sections, refusing with the field named what could not be saved. ``WhatIfEngine.start``
-records a pending what-if run and starts the twin in a separate process (never in the request
-that asked for it); the worker moves the run to ``running``, reports progress in thousandths and
-finishes it with the comparison (delta tables, verdicts, the baseline report) or the error.
+completes a what-if request with it and turns an operator's changes (a headroom reservation, quotas
+or tenants as they would be saved, a quota scale, a stored plan, a workflow version: see
+``whatif_variants``) into the twin's sections, refusing with the field named what could not be
+saved. ``WhatIfEngine.start`` records a pending what-if run and starts the twin in a separate
+process (never in the request that asked for it); the worker moves the run to ``running``,
+reports progress in thousandths and finishes it with the comparison (delta tables, verdicts, the
+baseline report) or the error.
 """
 
 from __future__ import annotations

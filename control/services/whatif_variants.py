@@ -2,8 +2,9 @@
 
 An operator previews a change as they would save it: a headroom reservation (``headroom_set``),
 a new reserved share for every reservation (``headroom_reserved_milli``), quotas scaled
-(``quota_scale_milli``), a stored placement plan (``plan_id``), a workflow version
-(``workflow``). ``resolve_variants`` turns each into the twin's sections against the baseline,
+(``quota_scale_milli``), quotas created, edited or deleted (``quota_set``), tenants changed
+(``tenant_set``; both in ``whatif_tenancy``), a stored placement plan (``plan_id``), a workflow
+version (``workflow``). ``resolve_variants`` turns each into the twin's sections against the baseline,
 with the same checks a save would make, so a preview never shows a change that could not be
 saved; what it refuses raises ``ValidationError`` naming the variant's field. Reads only.
 """
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from control.services.errors import ValidationError
 from control.services.fleet_state import model_key, workflow_spec
 from control.services.tenancy import HeadroomService
+from control.services.whatif_tenancy import quota_set, tenant_set
 from control.store.tenancy_snapshot import selector_matches
 from db import models as m
 from sim.scenario_io import apply_variant
@@ -131,6 +133,8 @@ VARIANT_KNOBS: dict[str, Knob] = {
     "headroom_set": _headroom_set,
     "headroom_reserved_milli": _headroom_reserved,
     "quota_scale_milli": _quota_scale,
+    "quota_set": quota_set,
+    "tenant_set": tenant_set,
     "plan_id": _plan,
     "workflow": _workflow,
 }

@@ -140,6 +140,7 @@ class ApiKeyRecord:
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)

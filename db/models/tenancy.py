@@ -67,6 +67,8 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = created_at_column()
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
+    # None: never expires; else refused from this moment on (control/api/auth.py)
+    expires_at: Mapped[datetime | None]
 
 
 class Quota(Base):

@@ -94,27 +94,6 @@ def test_headroom_reservation_is_added_and_bad_percent_refused(api, console) -> 
     ]
 
 
-def test_quota_change_is_saved_and_negative_nominal_refused(api, console) -> None:
-    open_page(signed_in(console), "tenants.py")
-    quotas = _rows(api, "/admin/quotas")
-    row, target = 0, quotas[0]
-    console.session_state["quota_table"] = {"edited_rows": {row: {"nominal": 77_777}},
-                                            "added_rows": [], "deleted_rows": []}  # fmt: skip
-    console.run()
-    console.button(key="quota_table_save").click().run()
-    assert _rows(api, "/admin/quotas", tenant_id=target["tenant_id"],
-                 resource=target["resource"])[0]["nominal"] == 77_777  # fmt: skip
-    console.session_state["quota_table"] = {"edited_rows": {row: {"nominal": -5}},
-                                            "added_rows": [], "deleted_rows": []}  # fmt: skip
-    console.run()
-    console.button(key="quota_table_save").click().run()
-    assert _rows(api, "/admin/quotas", tenant_id=target["tenant_id"],
-                 resource=target["resource"])[0]["nominal"] == 77_777  # fmt: skip
-    assert any(e.value.startswith("nominal:") for e in console.error), [
-        e.value for e in console.error
-    ]
-
-
 def test_api_key_is_shown_once_and_revoked(api, console) -> None:
     open_page(signed_in(console), "tenants.py")
     tenant = console.selectbox(key="key_tenant").value

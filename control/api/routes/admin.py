@@ -36,8 +36,9 @@ def activate_plan(gw: GatewayDep, item_id: IntId, who: AdminDep) -> p.PlanOut:
 def issue_key(
     gw: GatewayDep, item_id: IntId, body: t.ApiKeyCreate, who: AdminDep
 ) -> t.ApiKeyIssued:
-    """Issue an API key for the tenant. The plaintext ``key`` is in this response only."""
-    issued = gw.services.api_keys.create_key(who.actor, item_id, body.label)
+    """Issue an API key for the tenant, optionally expiring at ``expires_at``. The plaintext
+    ``key`` is in this response only."""
+    issued = gw.services.api_keys.create_key(who.actor, item_id, body.label, body.expires_at)
     out = t.ApiKeyOut.model_validate(issued.record).model_dump()
     return t.ApiKeyIssued(**out, key=issued.plaintext)
 

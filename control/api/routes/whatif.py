@@ -7,7 +7,8 @@ moves its ``status``/``progress_milli``/``results`` through ``WhatIfService``, a
 ``prepare(scenario)``: a missing (or ``"active"``) ``baseline`` becomes the fleet in force under
 ``workload`` (``trace_name`` a stored trace), and variants may name operator changes
 (``headroom_set``: reservations as they would be saved; ``headroom_reserved_milli``,
-``quota_scale_milli``, ``plan_id``, ``workflow``), which become the twin's sections. A change
+``quota_scale_milli``, ``quota_set``: quotas created, edited or deleted; ``tenant_set``: tenants
+changed; ``plan_id``, ``workflow``), which become the twin's sections. A change
 that could not be saved is a 422 naming its field, and nothing is stored.
 Without an engine, submitting is a 503 that says so and the run stays ``pending``.
 """

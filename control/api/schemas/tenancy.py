@@ -85,6 +85,7 @@ class ApiKeyOut(Dto):
     created_at: datetime
     revoked_at: datetime | None
     last_used_at: datetime | None
+    expires_at: datetime | None = Field(None, description="None: never expires")
 
 
 class ApiKeyIssued(ApiKeyOut):
@@ -95,6 +96,11 @@ class ApiKeyIssued(ApiKeyOut):
 
 class ApiKeyCreate(Body):
     label: str = Field("", max_length=200)
+    expires_at: datetime | None = Field(
+        None,
+        description="when the key stops working (must be in the future; without a zone: UTC); "
+        "None: never. An expired key is refused with a 401 that says it expired",
+    )
 
 
 class ApiKeyFilter(BaseModel):
