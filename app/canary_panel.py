@@ -73,7 +73,7 @@ def render(models: list[dict[str, Any]]) -> None:
     names = sorted({m["name"] for m in live})
     if not names:
         return
-    name = st.selectbox("Model", names, key="cn_model")
+    name = st.selectbox("Canary of model", names, key="cn_model")
     versions = sorted(m["version"] for m in live if m["name"] == name)
     state = _state(name)
     if state is not None:

@@ -52,8 +52,7 @@ def error_source(report: Mapping[str, Any] | None, reason: str = "") -> str:
     """Where the error comes from: ``twin error measured on <trace>, <date>``, or that no
     fidelity report exists (``reason``: the API's explanation)."""
     if report is None:
-        why = f": {reason}" if reason else ""
-        return f"no fidelity report{why}; the twin's error is unknown"
+        return f"{reason or 'no fidelity report'}; the twin's error is unknown"
     day = str(report.get("created_at", ""))[:16].replace("T", " ")
     return f"twin error measured on {report.get('trace', '?')}, {day}"
 
@@ -132,8 +131,10 @@ def beside_frame(simulation: Mapping[str, Any] | None,
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def grouped_bars(simulation: Mapping[str, Any] | None, figure: str = "p99_s") -> go.Figure:
-    """Bars of ``figure`` per tenant (all tenants first), current beside plan."""
+def grouped_bars(simulation: Mapping[str, Any] | None, figure: str = "p99_s",
+                 report: Mapping[str, Any] | None = None) -> go.Figure:  # fmt: skip
+    """Bars of ``figure`` per tenant (all tenants first), current beside plan; the title names
+    the twin's measured error for that figure."""
     tenants = [ALL, *tenants_of(simulation)] if done(simulation) else []
     scale = 1000.0 if figure.endswith("_s") else 100.0 if figure == "slo_attainment" else 1.0
     fig = go.Figure()
@@ -143,7 +144,8 @@ def grouped_bars(simulation: Mapping[str, Any] | None, figure: str = "p99_s") ->
                     y=[None if v is None else float(v) * scale for v in values])  # fmt: skip
     unit = {1000.0: " (ms)", 100.0: " (%)"}.get(scale, "")
     fig.update_layout(barmode="group", height=300, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      title=f"{FIGURES.get(figure, figure)}{unit}: current vs plan, per tenant",
+                      title=f"{FIGURES.get(figure, figure)}{unit}: current vs plan, per tenant "
+                            f"(twin error: {error_size(report, figure)})",
                       legend={"orientation": "h", "y": -0.2})  # fmt: skip
     return fig
 

@@ -38,12 +38,13 @@ def beside(simulation: Mapping[str, Any]) -> None:
     st.dataframe(frame, hide_index=True, key="plan_beside", column_config={
         "current": _number("%.4g"), "plan": _number("%.4g"), "change": _number("%+.3g"),
         "twin_error": st.column_config.TextColumn("twin error")})  # fmt: skip
-    figure = st.radio("Chart", list(plan_figures.FIGURES)[:4], horizontal=True,
+    figure = st.radio("Chart", list(plan_figures.FIGURES)[:4], index=1, horizontal=True,
                       format_func=plan_figures.FIGURES.get, key="plan_chart_figure")  # fmt: skip
-    st.plotly_chart(plan_figures.grouped_bars(simulation, figure), key="plan_bars")
+    st.plotly_chart(plan_figures.grouped_bars(simulation, figure, report), key="plan_bars")
     workload = simulation.get("workload") or {}
-    st.caption(f"Replayed: {workload.get('source', '?')} ({workload.get('requests') or '?'} "
-               f"requests); verdict: {simulation.get('verdict')}")  # fmt: skip
+    count = f" ({workload['requests']} requests)" if workload.get("requests") else ""
+    st.caption(f"Replayed: {workload.get('source', '?')}{count}; verdict: "
+               f"{simulation.get('verdict')}")  # fmt: skip
 
 
 @st.fragment(run_every=1.0)
@@ -66,7 +67,8 @@ def follow_replay(plan_id: int) -> None:
 def _observed(observation: Mapping[str, Any], flagged: bool) -> None:
     report, reason = twin_panel.fidelity()
     st.dataframe(plan_figures.observation_rows(observation, report), hide_index=True,
-                 key="plan_observed")  # fmt: skip
+                 key="plan_observed",
+                 column_config={"twin_error": st.column_config.TextColumn("twin error")})  # fmt: skip
     st.caption(f"Predictions: {plan_figures.error_source(report, reason)}. The flag's bound "
                f"{plan_figures.value_text('p99_s', observation.get('bound_p99_s'))} used "
                f"{observation.get('twin_error_source')} and margin {observation.get('margin')}.")  # fmt: skip

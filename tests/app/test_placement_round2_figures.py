@@ -20,8 +20,8 @@ def test_each_prediction_carries_the_twins_error_or_says_there_is_none() -> None
     )
     assert plan_figures.bounded("slo_attainment", 0.97, REPORT) == "SLO attainment 97.0% ±1.2 pp"
     assert plan_figures.error_size(REPORT, "throughput_rps") == "not measured"
-    assert plan_figures.with_error("p99_s", 0.312, None, "none stored") == (
-        "p99 latency 312 ms (no fidelity report: none stored; the twin's error is unknown)"
+    assert plan_figures.with_error("p99_s", 0.312, None, "no fidelity report yet") == (
+        "p99 latency 312 ms (no fidelity report yet; the twin's error is unknown)"
     )
 
 
@@ -32,7 +32,8 @@ def test_report_beside_lists_all_tenants_then_each_with_both_sides() -> None:
     assert p99.loc["all tenants", "change"] == 0.312 - 1.5
     assert pd.isna(p99.loc["a", "current"]) and p99.loc["a", "plan"] == 0.4  # one side only
     assert set(p99["twin_error"]) == {"±6%"}
-    bars = plan_figures.grouped_bars(SIM, "p99_s")
+    bars = plan_figures.grouped_bars(SIM, "p99_s", REPORT)
+    assert bars.layout.title.text.endswith("(twin error: ±6%)")
     assert [t.name for t in bars.data] == ["current", "plan"]
     assert list(bars.data[1].y) == [312.0, 400.0, None]
 
