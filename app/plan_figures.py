@@ -25,6 +25,14 @@ FIGURES: dict[str, str] = {
     "slo_attainment": "SLO attainment",
     "requests": "requests",
 }
+#: Figure -> its row label in the report table, with the unit of the raw value shown there.
+TABLE_LABELS: dict[str, str] = {
+    "p50_s": "p50 latency (s)",
+    "p99_s": "p99 latency (s)",
+    "throughput_rps": "throughput (req/s)",
+    "slo_attainment": "SLO attainment (0-1)",
+    "requests": "requests",
+}
 #: Figure -> the fidelity report's error that bounds it (figures absent: not measured).
 ERROR_OF: dict[str, str] = {
     "p50_s": "p50_error",
@@ -123,7 +131,7 @@ def beside_frame(simulation: Mapping[str, Any] | None,
     rows = []
     for tenant in [ALL, *tenants_of(simulation)]:
         current, plan = _side(simulation, "current", tenant), _side(simulation, "plan", tenant)
-        for figure, label in FIGURES.items():
+        for figure, label in TABLE_LABELS.items():
             rows.append({"tenant": tenant, "figure": label, "current": current.get(figure),
                          "plan": plan.get(figure),
                          "change": _change(current.get(figure), plan.get(figure)),

@@ -2,7 +2,8 @@
 live stack as subprocesses (tiny models on one CPU worker, each rollout observed over a few
 seconds): on Models and placement, propose a plan from observed demand, replay recent traffic
 against it in the twin, see its report beside the placement in force (per tenant, with the
-twin's error), roll it out and watch it complete, then the observer's figures; a canary the API
+twin's error), roll it out and watch it complete, then the observer's figures, and roll it
+back; a canary the API
 refuses shows the refusal under its field. The API confirms each step. Screenshots go to
 tests/artifacts/console/plans-*.png (git-ignored)."""
 
@@ -120,6 +121,12 @@ def test_propose_replay_and_roll_out_a_plan_on_the_console(stack: b.Stack) -> No
         page.get_by_text(f"Rollout of plan #{plan_id}: completed").wait_for()
         _shot(page, "2-rolled_out_and_observed", page.get_by_text("Rollout on the live fleet"))
 
+        _button(page, f"Roll back plan #{plan_id}").click()
+        _until("the plan is rolled back",
+               lambda: _plan(http, plan_id)["status"] == "rolled_back")  # fmt: skip
+        page.get_by_text(f"Rollback of plan #{plan_id}: completed").wait_for()
+        _shot(page, "3-rolled_back", page.get_by_text("Rollout on the live fleet"))
+
 
 def test_a_refused_canary_is_shown_under_its_field(stack: b.Stack) -> None:
     with b.chromium_page(height=1800) as page:
@@ -136,4 +143,4 @@ def test_a_refused_canary_is_shown_under_its_field(stack: b.Stack) -> None:
         _button(page, "Set canary").click()
         refusal = page.get_by_text("baseline_version: name the baseline")
         refusal.wait_for()
-        _shot(page, "3-canary_refused", page.get_by_text("Canary versions"))
+        _shot(page, "4-canary_refused", page.get_by_text("Canary versions"))

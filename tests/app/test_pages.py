@@ -229,7 +229,7 @@ def test_the_twin_gate_replays_a_draft_and_shows_its_report(api, console) -> Non
     assert plan["simulation"]["state"] == "done" and plan["status"] == "simulated", plan
     console.run()
     report = next(d.value for d in console.dataframe if "tenant" in d.value.columns)
-    p99 = report[(report["tenant"] == "all tenants") & (report["figure"] == "p99 latency")]
+    p99 = report[(report["tenant"] == "all tenants") & (report["figure"] == "p99 latency (s)")]
     assert (p99[["current", "plan"]] > 0).all(axis=None)  # current beside plan
     assert console.checkbox(key="plan_force").disabled  # simulated: nothing to force
 

@@ -70,7 +70,7 @@ def test_report_beside_the_current_placement_per_tenant_with_the_twins_error(
         table = next(d.value for d in console.dataframe if "twin_error" in d.value.columns
                      and "tenant" in d.value.columns)  # fmt: skip
         assert list(dict.fromkeys(table["tenant"])) == ["all tenants", "acme", "globex"]
-        acme = table[(table["tenant"] == "acme") & (table["figure"] == "p99 latency")].iloc[0]
+        acme = table[(table["tenant"] == "acme") & (table["figure"] == "p99 latency (s)")].iloc[0]
         assert (acme["current"], acme["plan"]) == (1.9, 0.7)
         assert console.get("plotly_chart"), "the grouped bars are drawn"
         if not reports.page(limit=1).total:  # no fidelity report yet: the page says so
@@ -86,7 +86,7 @@ def test_report_beside_the_current_placement_per_tenant_with_the_twins_error(
         notes = _notes(console)
         assert "p99 latency 600 ms ±6%" in notes and "twin error measured on azure_code" in notes
         table = next(d.value for d in console.dataframe if "tenant" in d.value.columns)
-        p99 = table[table["figure"] == "p99 latency"]
+        p99 = table[table["figure"] == "p99 latency (s)"]
         assert set(p99["twin_error"]) == {"±6%"}
     finally:  # the API is shared by the module's tests: retire it (no longer a draft)
         http.delete(f"/admin/placement-plans/{plan_id}")

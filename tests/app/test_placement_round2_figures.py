@@ -28,7 +28,7 @@ def test_each_prediction_carries_the_twins_error_or_says_there_is_none() -> None
 def test_report_beside_lists_all_tenants_then_each_with_both_sides() -> None:
     frame = plan_figures.beside_frame(SIM, REPORT)
     assert list(dict.fromkeys(frame["tenant"])) == ["all tenants", "a", "b"]
-    p99 = frame[frame["figure"] == "p99 latency"].set_index("tenant")
+    p99 = frame[frame["figure"] == "p99 latency (s)"].set_index("tenant")
     assert p99.loc["all tenants", "change"] == 0.312 - 1.5
     assert pd.isna(p99.loc["a", "current"]) and p99.loc["a", "plan"] == 0.4  # one side only
     assert set(p99["twin_error"]) == {"±6%"}
