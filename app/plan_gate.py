@@ -3,35 +3,21 @@
 The API rolls out only a plan the twin has simulated (``POST /admin/placement-plans/{id}/
 simulate`` replays the recent requests against the placement in force and against the plan,
 and stores the report with the plan), unless the rollout is forced, which the audit log records.
-Here: propose a plan from observed demand, start that replay, show its stored report (current
-beside plan: p50, p99, throughput, SLO attainment; the verdict; the caveat when the twin used
-its default latency tables) and the force switch the rollout button sends.
+Here: propose a plan from observed demand, start that replay (followed live while it runs),
+show its stored report (current beside plan, overall and per tenant, with the twin's measured
+error: ``app.plan_report``; the verdict; the caveat when the twin used its default latency
+tables) and the force switch the rollout button sends.
 
-``report_rows`` is pure (unit-tested); the rest is glue over the admin API.
+Glue over the admin API; the report's tables are pure (``app.plan_figures``, unit-tested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import pandas as pd
 import streamlit as st
 
-from app import data, ui
+from app import data, plan_report, ui
 
 GATE, PROPOSE = "plan_gate", "plan_propose"  # where each refusal is shown
-FIGURES = ("p50_s", "p99_s", "throughput_rps", "slo_attainment", "requests")
-
-
-def report_rows(simulation: Mapping[str, Any] | None) -> pd.DataFrame:
-    """One row per side of a finished simulation (``current``, ``plan``) with its headline
-    figures; empty before a simulation finished."""
-    if not simulation or simulation.get("state") != "done":
-        return pd.DataFrame(columns=["placement", *FIGURES])
-    return pd.DataFrame([{"placement": side, **{k: (simulation.get(side) or {}).get(k)
-                                                for k in FIGURES}}
-                         for side in ("current", "plan")])  # fmt: skip
 
 
 def propose() -> int | None:
@@ -57,12 +43,11 @@ def render(plan_id: int) -> bool:
         st.rerun()
     ui.form_error(GATE)
     if state == "running":
-        st.info("The twin is replaying recent traffic; reload the page to see its report.")
+        plan_report.follow_replay(plan_id)
     elif state == "failed":
         st.error(f"The twin's replay failed: {simulation.get('error')}")
     elif state == "done":
-        st.dataframe(report_rows(simulation), hide_index=True, key="plan_gate_report")
-        st.caption(f"Verdict: {simulation.get('verdict')}")
+        plan_report.beside(simulation)
         if simulation.get("caveat"):
             st.warning(simulation["caveat"], icon=":material/warning:")
     else:

@@ -1,8 +1,9 @@
 """Models and placement: the active plan as a device x model map; the models with their batch
-settings (edit one); drafts (generate from the active plan, edit), their diff against the active
+settings and autoscaling (edit one) and their canaries (set, watch, stop); drafts (generate from the active plan, edit), their diff against the active
 plan, simulation in the twin (with the twin's measured error), a plan proposed from observed
-demand, the twin's gate (a replay of recent traffic against the plan, its report, the force
-switch), rollout on the live fleet with its progress, and rollback."""
+demand, the twin's gate (a replay of recent traffic against the plan, its report beside the
+placement in force, per tenant, the force switch), rollout on the live fleet with its progress,
+what the observer saw after it (observed beside predicted), and rollback."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from app import (
+    autoscale_editor,
+    canary_panel,
     charts,
     data,
     models_editor,
     plan_gate,
+    plan_report,
     rollout_panel,
     transforms,
     twin,
@@ -41,6 +45,7 @@ st.plotly_chart(charts.placement_map(active_rows, devices, models), key="active_
 st.subheader("Rollout on the live fleet")
 following = rollout_panel.followed(active["id"] if active else None)
 rollout_panel.panel(following)
+plan_report.observation(following)
 if st.button(f"Roll back plan #{following}" if following else "Roll back", key="plan_back",
              icon=":material/undo:", disabled=not rollout_panel.can_roll_back(
                  rollout_panel.progress(following)),
@@ -52,6 +57,9 @@ ui.form_error(rollout_panel.BACK)
 
 st.header("Models")
 models_editor.render(model_rows)
+autoscale_editor.render(model_rows)
+st.subheader("Canary versions")
+canary_panel.render(model_rows)
 
 FORM = "plan"
 st.header("Drafts")

@@ -68,13 +68,17 @@ def _wait(url: str, proc: subprocess.Popen, what: str, timeout_s: float = 120.0)
 
 
 @contextmanager
-def running_stack(root: Path, *, live: bool = True, tenants: int = 0) -> Iterator[Stack]:
-    """API (``tests.app.stack``) and console subprocesses on free ports; stopped on exit."""
+def running_stack(
+    root: Path, *, live: bool = True, tenants: int = 0, api_args: tuple[str, ...] = ()
+) -> Iterator[Stack]:
+    """API (``tests.app.stack``, with ``api_args`` added) and console subprocesses on free
+    ports; stopped on exit."""
     root.mkdir(parents=True, exist_ok=True)
     api_port, console_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     api_cmd = [sys.executable, "-m", "tests.app.stack", "--db", str(root / "legato.db"),
-               "--port", str(api_port), "--token", TOKEN, "--tenants", str(tenants)]  # fmt: skip
+               "--port", str(api_port), "--token", TOKEN, "--tenants", str(tenants),
+               *api_args]  # fmt: skip
     procs = []
     with open(root / "api.log", "w") as api_log, open(root / "console.log", "w") as ui_log:
         try:

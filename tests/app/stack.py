@@ -23,6 +23,7 @@ from control.api.twin import TwinEngine
 from control.config import Settings
 from control.executor.protocol import DeviceInfo, ModelRef
 from control.services import build_services
+from control.services.plan_observer import PlanWatchConfig
 from control.services.plan_simulation import PlanSimulator
 from control.services.seed import seed_demo
 from control.services.workflow_validation import make_spec_validator
@@ -91,19 +92,26 @@ def _live_options() -> Any:
     return LiveOptions(model_refs=TINY, placement=placement, runtime=runtime)
 
 
-def build_app(url: str, token: str, live: bool = False, cache: Path | None = None) -> Any:
+def build_app(
+    url: str, token: str, live: bool = False, cache: Path | None = None,
+    plan_watch_s: float | None = None,
+) -> Any:  # fmt: skip
     """The real app over the database at ``url``; with ``live``, its runtime starts and stops
-    with the app and demo bursts are on (as in ``legato up``'s demo)."""
+    with the app and demo bursts are on (as in ``legato up``'s demo); with ``plan_watch_s``,
+    each rollout is observed over that many seconds."""
     factory = make_session_factory(make_engine(url))
     validator = make_spec_validator(factory)
     services = build_services(factory, workflow_validator=validator, key_pepper=PEPPER)
     executor = _live_executor(cache or Path("var/models")) if live else None
     simulator = PlanSimulator(factory, url, (cache or Path("var/models")).parent)
     config = GatewayConfig(admin_token=token, sync_timeout_s=60, demo_bursts=live)  # as the demo
+    extras: dict[str, Any] = {"plan_simulator": simulator}
+    if plan_watch_s is not None:
+        extras["plan_watch"] = PlanWatchConfig(window_s=plan_watch_s, poll_s=0.2)
     return gateway_app(services, config, executor,
                        _live_options() if live else LiveOptions(), spec_validator=validator,
                        whatif_engine=TwinEngine(factory, url),
-                       extras={"plan_simulator": simulator})  # fmt: skip
+                       extras=extras)  # fmt: skip
 
 
 @dataclass
@@ -141,10 +149,12 @@ def main() -> None:
     parser.add_argument("--token", required=True)
     parser.add_argument("--tenants", type=int, default=0, help="extra tenants to create")
     parser.add_argument("--live", action="store_true", help="run the live runtime (tiny models)")
+    parser.add_argument("--plan-watch-s", type=float, default=None,
+                        help="observe each rollout over this many seconds (default: not observed)")  # fmt: skip
     args = parser.parse_args()
     url = f"sqlite:///{args.db.resolve()}"
     seed(url, args.tenants, args.live)
-    app = build_app(url, args.token, args.live, args.db.parent / "models")
+    app = build_app(url, args.token, args.live, args.db.parent / "models", args.plan_watch_s)
     asyncio.run(uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port,
                                               log_level="warning")).serve())  # fmt: skip
 
