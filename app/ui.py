@@ -1,5 +1,6 @@
 """Streamlit helpers shared by pages: mutations that keep the API's refusal next to the field
-it concerns, and the standard "runtime not running" notice."""
+it concerns, the standard "runtime not running" notice, and each page's title with its one-line
+purpose."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ import streamlit as st
 
 from app import data
 from app.client import ApiError
+
+
+def page_title(title: str, purpose: str) -> None:
+    """The page's heading and, under it, one line saying what the page is for (item 6 of the
+    console's round 2: an operator landing on a page knows at once why it is there)."""
+    st.title(title)
+    st.caption(purpose)
 
 
 def _err_key(form: str) -> str:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import charts, data, headroom_editor
+from app import charts, data, headroom_editor, ui
 from app.client import ApiError
 
-st.title("Devices and headroom")
+ui.page_title(
+    "Devices and headroom",
+    "Devices with their memory and load, and the headroom reserved on them for bursts, previewed in the twin before it is saved.",
+)
 try:
     devices = [d for d in data.items("/admin/devices") if d["status"] != "retired"]
     nodes = data.by_id("/admin/nodes")

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import data, fair_history, transforms
+from app import data, fair_history, transforms, ui
 from app.burst_panel import burst_panel
 from app.client import ApiError
 
-st.title("Fair share, live")
+ui.page_title(
+    "Fair share, live",
+    "Each tenant's received versus entitled share as it happens, who waits, borrows or was preempted; a demo burst shows contention.",
+)
 WINDOW_MIN = 5  # minutes of history shown
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import charts, data, transforms
+from app import charts, data, transforms, ui
 from app.client import ApiError
 
-st.title("Overview")
+ui.page_title(
+    "Overview",
+    "The fleet at a glance: runs and latency against the SLO, what waits and why, alerts and the live core's counters.",
+)
 slo_s = st.sidebar.number_input("Latency SLO (s)", min_value=0.1, value=10.0, step=0.5,
                                 key="overview_slo")  # fmt: skip
 

@@ -26,7 +26,10 @@ from app import (
 )
 from app.client import ApiError
 
-st.title("Models and placement")
+ui.page_title(
+    "Models and placement",
+    "Where each model version runs: propose a plan, replay it in the twin, roll it out or back; canaries and autoscaling per model.",
+)
 try:
     plans = data.items("/admin/placement-plans")
     devices = ui.names("/admin/devices")

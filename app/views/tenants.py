@@ -11,7 +11,10 @@ import streamlit as st
 from app import cohort_panel, data, key_panel, quota_editor, tenant_editor, ui
 from app.client import ApiError
 
-st.title("Tenants and quotas")
+ui.page_title(
+    "Tenants and quotas",
+    "Tenants, cohorts, quotas and API keys; each change is previewed in the twin and reaches the running core at once.",
+)
 try:
     tenants = data.items("/admin/tenants")
     cohort_rows = data.items("/admin/cohorts")

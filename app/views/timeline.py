@@ -5,12 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import data, timeline_chart
+from app import data, timeline_chart, ui
 from app.client import ApiError
 
-st.title("Request timeline")
-st.caption("Find a run by id or pick a recent slow one: its steps' queue, batch, transfer and "
-           "device time, and the core's decisions for it.")  # fmt: skip
+ui.page_title(
+    "Request timeline",
+    "Find a run by id or pick a recent slow one: where its time went, step by step, and the "
+    "core's decisions for it.",
+)
 
 c1, c2 = st.columns(2)
 typed = c1.text_input("Run id", key="timeline_run_id", placeholder="paste a run id").strip()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import charts, data
+from app import charts, data, ui
 from app.client import ApiError
 
-st.title("Usage and audit")
+ui.page_title(
+    "Usage and audit",
+    "Tokens and device time billed per tenant, model and workflow node, and every admin change in the audit log.",
+)
 try:
     tenants = {t["id"]: t["name"] for t in data.items("/admin/tenants")}
 except ApiError as err:

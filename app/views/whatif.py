@@ -9,7 +9,10 @@ import streamlit as st
 from app import charts, data, twin, twin_panel, ui
 from app.client import ApiError
 
-st.title("What-if")
+ui.page_title(
+    "What-if",
+    "Replay a real trace in the twin against the configuration in force and proposed changes, and compare the runs.",
+)
 try:
     traces = data.items("/admin/traces")
     plans = data.items("/admin/placement-plans")

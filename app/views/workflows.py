@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import dag_canvas, dag_graph, dag_panel, dag_yaml, data, workflow_draft, workflow_trial
+from app import dag_canvas, dag_graph, dag_panel, dag_yaml, data, ui, workflow_draft, workflow_trial
 from app import workflow_versions as wv
 from app.client import ApiError
 
-st.title("Workflows")
+ui.page_title(
+    "Workflows",
+    "Draw and edit a workflow's DAG, save it as a new version, activate, retire or compare versions, and test-run it.",
+)
 try:
     flows = [w for w in data.items("/admin/workflows") if not w["name"].startswith("model.")]
     models = [f"{m['name']}:{m['version']}" for m in data.items("/admin/models")

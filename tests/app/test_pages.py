@@ -30,6 +30,9 @@ def test_sign_in_refuses_a_wrong_credential_and_accepts_the_admin(console: AppTe
 def test_every_page_renders_without_exception(console: AppTest, page: str) -> None:
     open_page(signed_in(console), page)
     assert console.title[0].value
+    # under the title, one line saying what the page is for (issue 25, item 6)
+    purpose = console.main.caption[0].value
+    assert "\n" not in purpose and purpose.endswith(".") and 40 < len(purpose) <= 140, purpose
 
 
 def _api(api):  # noqa: ANN001, ANN202
