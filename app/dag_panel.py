@@ -55,7 +55,8 @@ def add_form(draft: workflow_draft.Draft) -> None:
 def _reset_widgets(draft: workflow_draft.Draft, node: Mapping[str, Any]) -> None:
     """Fill the panel's widgets from ``node`` when the node or the draft revision changed."""
     marker = (node.get("id"), draft.rev)
-    if st.session_state.get(FOR) == marker:
+    filled = all(f"wf_p_{field}" in st.session_state for field in _FIELDS)
+    if st.session_state.get(FOR) == marker and filled:  # refill what another page dropped
         return
     st.session_state[FOR] = marker
     nid = str(node.get("id"))

@@ -27,7 +27,9 @@ def _take() -> None:
 
 def show(draft: workflow_draft.Draft) -> None:
     marker = (draft.name, draft.base, draft.rev)
-    if st.session_state.get(FOR) != marker:
+    # Streamlit drops a widget's value while its page is not shown; the marker stays, so a
+    # missing value is refilled too (else the view came back empty after another page)
+    if st.session_state.get(FOR) != marker or TEXT not in st.session_state:
         st.session_state[FOR] = marker
         st.session_state[TEXT] = yaml.safe_dump(draft.spec, sort_keys=False)
     st.text_area("Spec (YAML)", key=TEXT, height=420, on_change=_take)

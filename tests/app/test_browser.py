@@ -47,9 +47,11 @@ def test_sign_in_visit_every_page_edit_dag_and_quota(stack: b.Stack) -> None:
         b.open_page(page, "Workflows")
         b.settle(page)
         page.get_by_role("tab", name="YAML").click()
+        b.settle(page)
         area = page.get_by_label("Spec (YAML)")
         text = area.input_value()
-        assert "max_tokens: 48" in text
+        page.screenshot(path=str(SHOTS / "9-workflow_yaml.png"), full_page=True)
+        assert "max_tokens: 48" in text, text
         area.fill(text.replace("max_tokens: 48", "max_tokens: 40", 1))
         area.press("Control+Enter")
         b.settle(page)

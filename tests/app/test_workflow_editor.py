@@ -141,3 +141,21 @@ def test_a_test_run_without_a_runtime_is_refused_on_the_page(api, console) -> No
     at = _editor(console, "rag")
     _press(at, f"Run version {at.selectbox(key='wf_version').value}")
     assert any(e.startswith("Test run refused: 503") for e in _errors(at)), _errors(at)
+
+
+def test_the_yaml_view_and_the_panel_are_filled_again_after_visiting_another_page(
+    api, console
+) -> None:  # noqa: ANN001
+    # Streamlit forgets a widget's state while its page is not shown; the editor's own marker of
+    # what it filled does not go with it, so on return the YAML view came back empty and the
+    # panel's fields at their defaults (an "Apply to node" then wiped the node's params)
+    at = open_page(signed_in(console), "workflows.py")  # the first workflow, as a visitor sees it
+    node = at.session_state["wf_node"]
+    params = at.session_state["wf_p_params"]
+    text = at.text_area(key="wf_yaml").value
+    assert "nodes:" in text
+    open_page(at, "overview.py")
+    open_page(at, "workflows.py")
+    assert at.session_state["wf_node"] == node
+    assert at.text_area(key="wf_yaml").value == text
+    assert at.session_state["wf_p_params"] == params
