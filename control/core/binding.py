@@ -36,6 +36,7 @@ def held(step: QueuedStep, candidates: list[ReplicaRecord]) -> bool:
 def park(pol: Policies, queues: Queues, step: QueuedStep, now: float) -> None:
     """Put a ready step in its model's pending queue; tells tenancy (``on_enqueue``)."""
     step.replica_id = None
+    step.route = None  # a routing decision made before it was parked no longer holds
     step.pending_model = step.model_key
     step.arrival = now
     queues.pending_of(step.model_key or "").push(step, pol.tenancy)

@@ -28,6 +28,17 @@ class BindingConfig:
         },
     )
 
+    explain: bool = field(
+        default=False,
+        metadata={
+            "help": "score every replica of a step's model when the step is bound late "
+            "without a routing choice (one room, or rooms that change no one's wait), so the "
+            "request timeline shows the candidates' predicted completion; the bind is not "
+            "changed. Costs a routing evaluation per such step: the live runtime turns it on, "
+            "the twin leaves it off"
+        },
+    )
+
     dispatch_ahead_us: int = field(
         default=0,
         metadata={

@@ -18,8 +18,9 @@ from control.core.latency import LatencyModel, service_us
 from control.core.lifecycle import served_key
 from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Catalog, Ids, Queues
-from control.core.routing.base import StepDemand
+from control.core.routing.late_explain import explain_bind
 from control.core.state import QueuedStep, ReplicaRecord
+from control.core.step_demand import demand_of
 from control.core.types import BLOCK_TOKENS, DeviceSpec, ModelSpec
 
 
@@ -76,17 +77,6 @@ def dequeue(
     step.replica_id = None
 
 
-def _demand(step: QueuedStep) -> StepDemand:
-    return StepDemand(
-        model_key=step.model_key or "",
-        input_tokens=step.input_tokens,
-        output_tokens=step.max_output_tokens,
-        prefix_blocks=step.prefix_blocks,
-        session_id=step.run.request.session_id if step.node.task == "generate" else None,
-        input_devices=step.input_devices,
-    )
-
-
 def route(
     pol: Policies, catalog: Catalog, cluster: Cluster, queues: Queues, ids: Ids,
     log: ActionLog, step: QueuedStep, now: float,
@@ -101,7 +91,7 @@ def route(
         session = step.run.request.session_id if step.node.task == "generate" else None
         if (session is None or session not in queues.sessions) and not held(step, candidates):
             return _park_or_scale(pol, cluster, queues, ids, log, step, candidates, now)
-    demand = _demand(step)
+    demand = demand_of(step)
     ctx = queues.routing_context(
         now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
     )
@@ -244,7 +234,7 @@ def _bind(
         ctx = queues.routing_context(
             now, pol.latency, pol.config.transfer, pol.config.prefix_block_tokens
         )
-        choice = pol.routing.choose(_demand(step), [reps[r] for r in rooms], ctx)
+        choice = pol.routing.choose(demand_of(step), [reps[r] for r in rooms], ctx)
         assert choice is not None  # candidates are non-empty
         rid = choice.score.replica_id
         step.route = choice
@@ -266,6 +256,8 @@ def _assign(
         step.hit_blocks = target.prefix.match(step.prefix_blocks)
         target.prefix.insert(step.prefix_blocks)
     log.counters["route.bound_late"] += 1
+    if pol.config.binding.explain and step.route is None:  # unscored: say why, for the timeline
+        explain_bind(pol, cluster, queues, step, target, now)
     enqueue(pol, cluster, queues, step, target, now, bound=True)
 
 

@@ -106,3 +106,24 @@ def test_bind_ahead_lets_a_busy_replica_take_its_next_batch(ahead_us: int, bound
     pending = [v.key for v in snap.pending.get(GEN.key, ())]
     assert len(queued) == (1 if bound else 0)  # one batch (of 1) bound ahead, never more
     assert len(queued) + len(pending) == 2 and d.items[0].key not in queued + pending
+
+
+def _dispatches(log: list) -> list[tuple]:
+    return [(t, a.replica_id, tuple(i.key for i in a.items)) for t, a in log
+            if isinstance(a, Dispatch)]  # fmt: skip
+
+
+def test_explained_binds_score_every_replica_and_change_no_decision() -> None:
+    plain, _ = replay(BindingConfig(), OUTPUTS)
+    explained, _ = replay(BindingConfig(explain=True), OUTPUTS)
+    assert _dispatches(explained) == _dispatches(plain)  # an explanation, never a decision
+    unscored = [i for _, a in plain if isinstance(a, Dispatch) for i in a.items if i.route is None]
+    assert unscored  # without it, late binds carry no scores
+    for _, a in explained:
+        if not isinstance(a, Dispatch):
+            continue
+        for item in a.items:
+            route = item.route
+            assert route is not None and route.score.replica_id == a.replica_id
+            assert route.candidates and route.candidates[0].total_us <= route.score.total_us
+            assert {c.replica_id for c in route.candidates} <= {"r0", "r1", "r2"}

@@ -42,8 +42,8 @@ class BatchItem:
     #: the request timeline's queue wait
     ready_at: float = 0.0
     enqueued_at: float = 0.0
-    #: the routing decision that queued it (None: bound to the only replica with room, or a
-    #: host tool), with the scores of the best candidates
+    #: the routing decision that queued it, with the scores of the best candidates (None: a
+    #: host tool, or a step bound late without scoring while ``BindingConfig.explain`` is off)
     route: RouteChoice | None = None
 
 

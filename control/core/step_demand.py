@@ -1,0 +1,19 @@
+"""What the routing policy is told about a ready step (``StepDemand``), built from the step."""
+
+from __future__ import annotations
+
+from control.core.routing.base import StepDemand
+from control.core.state import QueuedStep
+
+
+def demand_of(step: QueuedStep) -> StepDemand:
+    """The step's model, tokens, prefix blocks, session (generate steps only: a session pins
+    generation, not embeddings) and the devices its inputs live on."""
+    return StepDemand(
+        model_key=step.model_key or "",
+        input_tokens=step.input_tokens,
+        output_tokens=step.max_output_tokens,
+        prefix_blocks=step.prefix_blocks,
+        session_id=step.run.request.session_id if step.node.task == "generate" else None,
+        input_devices=step.input_devices,
+    )
