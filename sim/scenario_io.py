@@ -5,8 +5,8 @@ a line of a scenario file say the same thing: ``devices`` (DeviceSpec fields), `
 (ModelSpec fields plus ``cost_milli``), ``workflows`` (DAG spec dicts), ``placement``
 (``model_key``, ``device_ids``, ``replicas``, ``pool``), ``tenants`` / ``quotas`` / ``headroom``
 (TenantSpec / QuotaSpec / HeadroomSpec fields; headroom ``device_ids: "*"`` is every device),
-``latency`` (inline ``tables`` and ``published`` slices), ``core`` and ``tenancy_manager``
-(policy knobs, strategies by registered name), ``executor``, ``workload``, ``fleet_events``,
+``latency`` (inline ``tables`` and ``published`` slices: ``splitwise`` or ``public``, see
+``sim/profiles/README.md``), ``core`` and ``tenancy_manager`` (policy knobs, strategies by registered name), ``executor``, ``workload``, ``fleet_events``,
 ``seeds``. A variant is a dict of the same shape: the sections it names replace the baseline's
 (``core``, ``tenancy_manager``, ``executor`` and ``workload`` are merged key by key).
 """
@@ -34,6 +34,7 @@ from control.core.tenancy.fairshare.registry import FAIR_SHARE_POLICIES
 from control.core.types import DeviceSpec, ModelSpec
 from sim.driver import FleetEvent
 from sim.executor import SimExecutorConfig
+from sim.profiles.public import PublicProfile, public_profile
 from sim.profiles.splitwise import splitwise_rows
 from sim.scenario import LatencyTables, PlacedReplica, Scenario, Workload
 
@@ -104,6 +105,12 @@ def _latency(raw: Mapping[str, Any], accelerators: list[str]) -> LatencyTables:
             loads.append(LoadRow(m, acc, int(t["load_us"])))
         sources.append(f"{m} on {acc}: {t.get('source', 'inline table')}")
     for p in raw.get("published") or ():
+        if p.get("table") == "public":
+            prof = _public(p)
+            rows += prof.rows
+            decode += prof.decode
+            sources.append(f"{p['as_model']} on {p['as_accelerator']}: {prof.source}")
+            continue
         if p.get("table") != "splitwise":
             raise ScenarioError(f"latency.published: unknown table {p.get('table')!r}")
         r, d = splitwise_rows(
@@ -122,6 +129,19 @@ def _latency(raw: Mapping[str, Any], accelerators: list[str]) -> LatencyTables:
         accs = accelerators if x["device_type"] == "*" else [x["device_type"]]
         loads += [LoadRow(x["model"], a, int(x["load_us"])) for a in accs]
     return LatencyTables(tuple(rows), tuple(decode), tuple(loads), tuple(sources))
+
+
+def _public(p: Mapping[str, Any]) -> PublicProfile:
+    """One ``{table: public, family, gpu?, tp?, as_model, as_accelerator}`` entry."""
+    try:
+        acc = p["as_accelerator"]
+        return public_profile(
+            p["family"], p.get("gpu", acc), int(p.get("tp", 1)), p["as_model"], acc
+        )
+    except KeyError as e:
+        raise ScenarioError(f"latency.published (table public): missing {e.args[0]!r}") from None
+    except ValueError as e:
+        raise ScenarioError(f"latency.published (table public): {e}") from None
 
 
 def _registered(section: str, registry: PolicyRegistry, name: str, knobs: Any) -> object | None:

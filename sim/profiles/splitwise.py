@@ -18,7 +18,7 @@ from control.core.latency import DecodeRow, LatencyRow
 TABLE = Path(__file__).with_name("splitwise_perf_model.csv")
 
 
-def _fit(points: list[tuple[int, float]]) -> tuple[int, int]:
+def fit_decode(points: list[tuple[int, float]]) -> tuple[int, int]:
     """Least-squares line through (batch, us); slope and intercept clamped at >= 0 / >= 1."""
     n = len(points)
     mx = sum(b for b, _ in points) / n
@@ -29,7 +29,7 @@ def _fit(points: list[tuple[int, float]]) -> tuple[int, int]:
     return max(1, round(my - slope * mx)), round(slope)
 
 
-def _grid(prefill: dict[tuple[int, int], list[float]]) -> dict[tuple[int, int], int]:
+def prefill_grid(prefill: dict[tuple[int, int], list[float]]) -> dict[tuple[int, int], int]:
     """Measured means, made usable for interpolation over both batch and tokens.
 
     The table measures batch > 1 only at a 512-token prompt, so a batch curve would be flat in
@@ -53,11 +53,12 @@ def _grid(prefill: dict[tuple[int, int], list[float]]) -> dict[tuple[int, int], 
     return dict(sorted(out.items()))
 
 
-def splitwise_rows(
-    model: str, hardware: str, tp: int, as_model: str, as_accelerator: str, path: Path = TABLE
-) -> tuple[tuple[LatencyRow, ...], DecodeRow]:
-    """Rows for ``model``/``hardware``/``tp`` of the table, renamed ``as_model`` on
-    ``as_accelerator``. Raises ValueError naming the slice when the table has no such rows."""
+def measured_means(
+    model: str, hardware: str, tp: int, path: Path = TABLE
+) -> tuple[dict[tuple[int, int], list[float]], dict[int, list[float]]]:
+    """The table's measurements of one slice in microseconds: prefill per (batch, prompt tokens)
+    and decode iteration time per batch, each a list of the repeated measurements. Raises
+    ValueError naming the slice when the table has no such rows."""
     prefill: dict[tuple[int, int], list[float]] = defaultdict(list)
     decode: dict[int, list[float]] = defaultdict(list)
     with open(path, newline="") as fh:
@@ -75,8 +76,18 @@ def splitwise_rows(
         raise ValueError(
             f"splitwise table has no rows for model={model!r} hardware={hardware!r} tp={tp}"
         )
+    return dict(prefill), dict(decode)
+
+
+def splitwise_rows(
+    model: str, hardware: str, tp: int, as_model: str, as_accelerator: str, path: Path = TABLE
+) -> tuple[tuple[LatencyRow, ...], DecodeRow]:
+    """Rows for ``model``/``hardware``/``tp`` of the table, renamed ``as_model`` on
+    ``as_accelerator``. Raises ValueError naming the slice when the table has no such rows."""
+    prefill, decode = measured_means(model, hardware, tp, path)
     rows = tuple(
-        LatencyRow(as_model, as_accelerator, b, p, us) for (b, p), us in _grid(prefill).items()
+        LatencyRow(as_model, as_accelerator, b, p, us)
+        for (b, p), us in prefill_grid(prefill).items()
     )
-    fixed, per_seq = _fit([(b, sum(v) / len(v)) for b, v in sorted(decode.items())])
+    fixed, per_seq = fit_decode([(b, sum(v) / len(v)) for b, v in sorted(decode.items())])
     return rows, DecodeRow(as_model, as_accelerator, fixed, per_seq)
