@@ -77,14 +77,9 @@ def dequeue(
 
 
 def _demand(step: QueuedStep) -> StepDemand:
-    return StepDemand(
-        model_key=step.model_key or "",
-        input_tokens=step.input_tokens,
-        output_tokens=step.max_output_tokens,
-        prefix_blocks=step.prefix_blocks,
-        session_id=step.run.request.session_id if step.node.task == "generate" else None,
-        input_devices=step.input_devices,
-    )
+    session = step.run.request.session_id if step.node.task == "generate" else None
+    return StepDemand(step.model_key or "", step.input_tokens, step.max_output_tokens,
+                      step.prefix_blocks, session, step.input_devices, step.input_bytes)  # fmt: skip
 
 
 def route(
