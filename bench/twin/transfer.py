@@ -50,8 +50,7 @@ def _moves(fabric: str) -> dict[str, dict[str, int]]:
 def _mean_e2e(raw: dict, llm: list[str], fabric: str) -> float:
     raw = {**raw, "interconnects": fabric}
     raw["placement"] = [
-        p if p["model_key"] != "llama-70b:1" else {**p, "device_ids": llm}
-        for p in raw["placement"]
+        p if p["model_key"] != "llama-70b:1" else {**p, "device_ids": llm} for p in raw["placement"]
     ]
     run = run_seed(scenario_from_dict(raw), 0, samples=0)
     done = [r.end - r.arrival for r in run.recorder.requests.values() if r.end is not None]
