@@ -147,6 +147,15 @@ class Settings(BaseSettings):
         "fcfs or rate_limit (a request-rate limit, then FCFS). Changeable live: PATCH "
         "/admin/policies.",
     )
+    interconnects: str | None = Field(
+        None,
+        description="How the core prices moving a step's inputs between devices and nodes: the "
+        "name of a fabric's figures (h100-sxm-nvlink4-ndr400, a100-sxm-nvlink3-hdr200, "
+        "l4-pcie4-roce100, cpu-ray-local; per tier latency + bytes / bandwidth, sources in "
+        "sim/profiles/interconnects.md). Unset: fixed costs per input. Any tier's figure can "
+        'be changed with LEGATO_CORE_POLICIES or live: PATCH /admin/policies {"transfer": '
+        "{...}}.",
+    )
     core_policies: dict[str, Any] = Field(
         default_factory=dict,
         description="The core's configuration as a JSON object, the shape GET /admin/policies "

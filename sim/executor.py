@@ -3,7 +3,7 @@
 It never decides anything. For a ``Dispatch`` it predicts how long the batch takes on the first
 device of the replica (forward pass over the longest prompt, minus cached prefix tokens when the
 prefix-cache model is on, plus decode as ``fixed + per_seq x batch`` per generated token, plus
-moving inputs held on other devices) and builds one :class:`~control.executor.protocol.ItemResult`
+moving inputs held elsewhere, priced as the core prices them: :mod:`sim.transfers`) and builds one :class:`~control.executor.protocol.ItemResult`
 per item, the very record the live executor emits; :func:`to_batch_result` turns those into the
 core's ``BatchResult`` exactly as a driver does. Loads take the measured load time or the
 model's stated one. Router steps pick a branch label from seeded per-node weights. Where the
@@ -30,6 +30,7 @@ from control.executor.protocol import ItemResult, StepKey
 from sim.continuous import Joiner
 from sim.executor_models import PrefixCache, route_label, service_factor
 from sim.lanes import Joined, Lanes
+from sim.transfers import batch_move_us
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,13 @@ class SimExecutorConfig:
     transfers: bool = field(
         default=True, metadata={"help": "charge moving inputs held on another device"}
     )
-    transfer_costs: TransferCosts = field(default_factory=TransferCosts)
+    transfer_costs: TransferCosts | None = field(
+        default=None,
+        metadata={
+            "help": "how moves are priced; None: the core's own (CoreConfig.transfer, which "
+            "the runner passes), so the twin charges what the router predicts"
+        },
+    )
     dispatch_overhead_us: int = field(
         default=0,
         metadata={
@@ -120,6 +127,7 @@ class SimExecutor:
         self.devices = dict(devices)
         self.models = dict(models)
         self.config = config or SimExecutorConfig()
+        self.costs = self.config.transfer_costs or TransferCosts()
         self.routes = routes or {}
         self.seed = seed
         self._caches: dict[str, PrefixCache] = {}
@@ -197,7 +205,7 @@ class SimExecutor:
         if cfg.service_sigma_milli:
             spread = service_factor(d.batch_id, self.seed, cfg.service_sigma_milli)
             prefill, decode = round(prefill * spread), round(decode * spread)
-        move = self._transfer_us(d, dev) if cfg.transfers else 0
+        move = batch_move_us(self.costs, self.devices, d, dev) if cfg.transfers else 0
         move += cfg.dispatch_overhead_us  # before the device starts, as the worker sees it
         return _Work(dev, hits, move, prefill, decode, out, spread)
 
@@ -230,20 +238,10 @@ class SimExecutor:
             cache = self._caches[d.replica_id or ""] = PrefixCache(self.config.prefix_cache_blocks)
         return [cache.hit_then_insert(i.prefix_blocks) if i.prefix_blocks else 0 for i in d.items]
 
-    def _transfer_us(self, d: Dispatch, dst: DeviceSpec) -> int:
-        """Inputs are moved in parallel per item; the batch waits for its slowest item."""
-        costs, worst = self.config.transfer_costs, 0
-        for it in d.items:
-            t = 0
-            for b in it.inputs:
-                for r in b.refs:
-                    if r.device_id is not None and r.device_id in self.devices:
-                        t += costs.cost_us(self.devices[r.device_id], dst)
-            worst = max(worst, t)
-        return worst
-
     def _tool(self, d: Dispatch) -> Completion:
-        us = self.config.tool_us
+        # device-held inputs are fetched to the host first, as the live executor does
+        move = batch_move_us(self.costs, self.devices, d, None) if self.config.transfers else 0
+        us = self.config.tool_us + move
         records = tuple(
             ItemResult(
                 step=StepKey(it.request_id, it.node_id, it.attempt),

@@ -7,7 +7,7 @@ seed's workload through :class:`~sim.driver.TwinDriver` and the simulated execut
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from control.core.assembly import build_core
 from control.core.events import ReplicaLoaded
@@ -89,9 +89,12 @@ def prepare_seed(
         core.ingest(
             ReplicaLoaded(f"{model_key}@{device_ids[0]}#p{i}", model_key, device_ids, pool), 0.0
         )
+    ex_config = scenario.executor
+    if ex_config.transfer_costs is None:  # the twin charges moves as the core prices them
+        ex_config = replace(ex_config, transfer_costs=scenario.core_config.transfer)
     ex = SimExecutor(
         latency, {d.device_id: d for d in scenario.devices}, {m.key: m for m in scenario.models},
-        scenario.executor, scenario.workload.routes, seed,
+        ex_config, scenario.workload.routes, seed,
     )  # fmt: skip
     reqs = arrivals(scenario, seed) if requests is None else requests
     span = reqs[-1].at if reqs else 1.0

@@ -6,8 +6,12 @@ a line of a scenario file say the same thing: ``devices`` (DeviceSpec fields), `
 (``model_key``, ``device_ids``, ``replicas``, ``pool``), ``tenants`` / ``quotas`` / ``headroom``
 (TenantSpec / QuotaSpec / HeadroomSpec fields; headroom ``device_ids: "*"`` is every device),
 ``latency`` (inline ``tables`` and ``published`` slices: ``splitwise`` or ``public``, see
-``sim/profiles/README.md``), ``core`` and ``tenancy_manager`` (policy knobs, strategies by registered name), ``executor``, ``workload``, ``fleet_events``,
-``seeds``. A variant is a dict of the same shape: the sections it names replace the baseline's
+``sim/profiles/README.md``), ``core`` and ``tenancy_manager`` (policy knobs, strategies by
+registered name), ``interconnects`` (how moving a step's inputs is priced: a name of
+:data:`~control.core.routing.interconnects.INTERCONNECTS`, or TransferCosts fields with an
+optional ``preset`` name under them; shorthand for ``core.transfer``, which the twin charges
+too), ``executor``, ``workload``, ``fleet_events``, ``seeds``. A variant is a dict of the same
+shape: the sections it names replace the baseline's
 (``core``, ``tenancy_manager``, ``executor`` and ``workload`` are merged key by key).
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,9 @@ from control.core.context import CoreConfig
 from control.core.dag.spec import dag_from_dict
 from control.core.latency import DecodeRow, LatencyRow, LoadRow
 from control.core.registry import PolicyRegistry
+from control.core.routing.interconnects import interconnect
 from control.core.routing.registry import ROUTING
+from control.core.routing.transfer import TransferCosts
 from control.core.tenancy.base import HeadroomSpec, QuotaSpec, TenancyConfig, TenantSpec
 from control.core.tenancy.config import TenancyManagerConfig
 from control.core.tenancy.cost import CostModel, ModelCostWeight
@@ -150,14 +157,41 @@ def _registered(section: str, registry: PolicyRegistry, name: str, knobs: Any) -
     return None if knobs is None else _build(section, registry.entry(name).config_type, knobs)
 
 
-def _core(raw: Mapping[str, Any]) -> CoreConfig:
+def _transfer(section: str, raw: Any) -> TransferCosts:
+    """A transfer pricing: an interconnect's name, or TransferCosts fields over the defaults
+    (or over the interconnect named by ``preset``)."""
+    fields = {"preset": raw} if isinstance(raw, str) else raw
+    if not isinstance(fields, Mapping):
+        raise ScenarioError(f"{section}: {raw!r}: expected an interconnect name or a mapping")
+    fields = dict(fields)
+    name = fields.pop("preset", None)
+    try:
+        return replace(interconnect(name) if name else TransferCosts(), **fields)
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"{section}: {raw!r}: {exc}") from None
+
+
+def _core(raw: Mapping[str, Any], interconnects: Any = None) -> CoreConfig:
     raw = dict(raw)
+    if interconnects is not None:
+        if "transfer" in raw:
+            raise ScenarioError("interconnects: core.transfer is given too; give one of them")
+        raw["transfer"] = interconnects
+    if "transfer" in raw:
+        raw["transfer"] = _transfer("core.transfer", raw["transfer"])
     batching = raw.pop("batching", "size_delay")
     routing = raw.pop("routing", "predicted_completion")
     bc = _registered("core.batching", BATCHING, batching, raw.pop("batching_config", None))
     rc = _registered("core.routing", ROUTING, routing, raw.pop("routing_config", None))
     extra = {k: v for k, v in (("batching_config", bc), ("routing_config", rc)) if v is not None}
     return _build("core", CoreConfig, {"batching": batching, "routing": routing, **extra, **raw})
+
+
+def _executor(raw: Mapping[str, Any]) -> SimExecutorConfig:
+    raw = dict(raw)
+    if raw.get("transfer_costs") is not None:
+        raw["transfer_costs"] = _transfer("executor.transfer_costs", raw["transfer_costs"])
+    return _build("executor", SimExecutorConfig, raw)
 
 
 def _tenancy_manager(raw: Mapping[str, Any]) -> TenancyManagerConfig:
@@ -201,9 +235,9 @@ def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
             tenancy=_tenancy(raw, ids),
             latency=_latency(raw.get("latency") or {}, sorted({d.accelerator for d in devices})),
             cost=CostModel({k: ModelCostWeight(int(v), int(v)) for k, v in costs.items()}),
-            core_config=_core(raw.get("core") or {}),
+            core_config=_core(raw.get("core") or {}, raw.get("interconnects")),
             tenancy_config=_tenancy_manager(raw.get("tenancy_manager") or {}),
-            executor=_build("executor", SimExecutorConfig, raw.get("executor") or {}),
+            executor=_executor(raw.get("executor") or {}),
             fleet_events=tuple(
                 FleetEvent(
                     float(e["at"]), e["kind"], e["device_id"], e.get("reason", "simulated failure")

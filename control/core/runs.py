@@ -22,6 +22,7 @@ from control.core.loads import preload_for_run
 from control.core.parts import ActionLog, Catalog, Ids, Queues, Runs
 from control.core.queueing import dequeue
 from control.core.state import QueuedStep, RunRecord
+from control.core.step_inputs import locate_inputs
 from control.core.tenancy.base import AdmissionRequest, Admitted, QueuedWork
 from control.core.types import Request
 
@@ -143,15 +144,7 @@ def make_step(
     step.input_tokens, step.max_output_tokens = tokens, out
     if node.task == "generate" and ref.chunk is None:
         step.prefix_blocks = req.prefix_blocks
-    devs = cluster.devices
-    located = []
-    for b in ref.inputs:
-        for r in b.refs:
-            if r.device_id is not None:
-                dev = devs.get(r.device_id)
-                located.append(dev.spec if dev is not None else None)
-    if located:
-        step.input_devices = tuple(located)
+    locate_inputs(pol.config.transfer, cluster, step, ref, tokens)
     return step
 
 

@@ -24,7 +24,8 @@ class QueuedStep:
     __slots__ = (
         "ref", "key", "run", "node", "model_key", "input_tokens", "max_output_tokens",
         "prefix_blocks", "arrival", "cost_units", "est_us", "work", "replica_id", "batch_id",
-        "hit_blocks", "dispatched_at", "input_devices", "pending_model", "est_dt", "route",
+        "hit_blocks", "dispatched_at", "input_devices", "input_bytes", "pending_model", "est_dt",
+        "route",
     )  # fmt: skip
 
     def __init__(self, ref: StepRef, run: RunRecord, node: NodeSpec, work: QueuedWork) -> None:
@@ -45,6 +46,8 @@ class QueuedStep:
         self.hit_blocks = 0
         self.dispatched_at: float | None = None
         self.input_devices: tuple[DeviceSpec | None, ...] = ()
+        #: bytes of each of ``input_devices`` (empty: not sized, as no tier prices bytes)
+        self.input_bytes: tuple[int, ...] = ()
         self.pending_model: str | None = None  # model whose pending queue holds it (unbound)
         self.est_dt: str | None = None  # device type ``est_us`` was predicted for
         self.route: RouteChoice | None = None  # the routing decision that queued it last

@@ -18,6 +18,7 @@ from control.core.loads import load_us, start_load
 from control.core.parts import ActionLog, Ids, Queues
 from control.core.queueing import dequeue, enqueue
 from control.core.routing.stealing import price_steal
+from control.core.routing.transfer import inputs_us
 from control.core.state import QueuedStep, ReplicaRecord
 from control.core.types import ReplicaState
 
@@ -45,9 +46,9 @@ def _lost_cache_us(
 def _transfer_delta(
     pol: Policies, step: QueuedStep, victim: ReplicaRecord, thief: ReplicaRecord
 ) -> int:
-    costs = pol.config.transfer
-    to_thief = sum(costs.cost_us(d, thief.device) for d in step.input_devices)
-    to_victim = sum(costs.cost_us(d, victim.device) for d in step.input_devices)
+    costs, srcs, sizes = pol.config.transfer, step.input_devices, step.input_bytes
+    to_thief = inputs_us(costs, srcs, sizes, thief.device)
+    to_victim = inputs_us(costs, srcs, sizes, victim.device)
     return max(0, to_thief - to_victim)
 
 

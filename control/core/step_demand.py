@@ -8,7 +8,7 @@ from control.core.state import QueuedStep
 
 def demand_of(step: QueuedStep) -> StepDemand:
     """The step's model, tokens, prefix blocks, session (generate steps only: a session pins
-    generation, not embeddings) and the devices its inputs live on."""
+    generation, not embeddings) the devices its inputs live on and their sizes."""
     return StepDemand(
         model_key=step.model_key or "",
         input_tokens=step.input_tokens,
@@ -16,4 +16,5 @@ def demand_of(step: QueuedStep) -> StepDemand:
         prefix_blocks=step.prefix_blocks,
         session_id=step.run.request.session_id if step.node.task == "generate" else None,
         input_devices=step.input_devices,
+        input_bytes=step.input_bytes,
     )

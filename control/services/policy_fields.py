@@ -29,7 +29,7 @@ POLICY_FIELDS: dict[str, Exposure] = {
     "routing": Exposure(("routing", _ALL), live=True),
     "routing_config": Exposure((_ALL,), live=True),
     "stealing": Exposure((_ALL,), live=True),
-    "transfer": Exposure((_ALL,), live=True),
+    "transfer": Exposure(("interconnects", _ALL), live=True),
     "prefix_capacity_blocks": Exposure((_ALL,), live=True),
     # fixed at start: the gateway hashes prompts into blocks of this size as the core routes
     "prefix_block_tokens": Exposure(("prefix_block_tokens", _ALL), live=False),

@@ -74,6 +74,7 @@ async def test_a_batching_delay_set_live_applies_to_the_next_request_and_is_audi
         ({"finished_runs_kept": 3}, "finished_runs_kept", "fixed at start"),
         ({"binding": {"dispatch_ahead_us": -1}}, "binding.dispatch_ahead_us", ">= 0"),
         ({"delay": 1}, "delay", "unknown field"),
+        ({"transfer": {"other_node_mb_per_s": -1}}, "transfer.other_node_mb_per_s", ">= 0"),
     ],
 )
 async def test_a_bad_change_is_a_422_naming_the_field_and_changes_nothing(
@@ -95,3 +96,15 @@ async def test_the_fair_share_policy_changes_live(live):
     r = await admin.patch("/admin/policies", json={"fair_share": "rate_limit",
                                                    "fair_share_config": {}})  # fmt: skip
     assert r.status_code == 200 and r.json()["policies"]["fair_share"] == "rate_limit", r.text
+
+
+async def test_transfer_bandwidths_change_live(live):
+    """Per-tier latency and bandwidth are live fields: the running core takes them."""
+    _client, admin = live
+    change = {"transfer": {"other_node_us": 5, "other_node_mb_per_s": 50_000,
+                           "same_group_mb_per_s": 450_000}}  # fmt: skip
+    r = await admin.patch("/admin/policies", json=change)
+    assert r.status_code == 200, r.text
+    shown = (await admin.get("/admin/policies")).json()["policies"]["transfer"]
+    assert shown["other_node_mb_per_s"] == 50_000 and shown["other_node_us"] == 5
+    assert shown["same_group_mb_per_s"] == 450_000 and shown["vector_bytes"] == 1_536

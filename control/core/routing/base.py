@@ -40,6 +40,8 @@ class StepDemand:
     prefix_blocks: tuple[int, ...]
     session_id: str | None
     input_devices: tuple[DeviceSpec | None, ...]
+    #: bytes of each input (empty: not sized, each costs its tier's latency)
+    input_bytes: tuple[int, ...] = ()
 
 
 @value

@@ -24,6 +24,7 @@ from control.core.routing.base import (
     RoutingContext,
     StepDemand,
 )
+from control.core.routing.transfer import inputs_us
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,7 @@ def _parts(
         saving = max(0, fwd - lat.forward_us(demand.model_key, dt, 1, rest))
     transfer = 0
     if demand.input_devices:
-        cost_us = ctx.transfer.cost_us
-        for src in demand.input_devices:
-            transfer += cost_us(src, c.device)
+        transfer = inputs_us(ctx.transfer, demand.input_devices, demand.input_bytes, c.device)
     total = load + queue + service + transfer - saving
     return (total, c.replica_id, queue, service, transfer, load, saving, hits)
 
