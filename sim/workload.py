@@ -3,8 +3,9 @@
 ``arrivals(scenario, seed)`` reads or generates the trace, applies time scaling and limits,
 then maps every request to a tenant and a workflow by seeded weighted choice (a trace that names
 its tenants keeps them), sets the tenant's priority class, the workflow's deadline, and the
-prompt's prefix-block hashes (Mooncake) for the prefix-cache model. Same scenario and seed, same
-list.
+prompt's prefix-block hashes (Mooncake) for the prefix-cache model, cut to the blocks of the
+prompt as capped by ``max_input_tokens`` (a block past the prompt is never computed, so it can
+neither hit nor count). Same scenario and seed, same list.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from control.core.types import Request
+from control.core.types import BLOCK_TOKENS, Request
 from sim.driver import Arrival
 from sim.scenario import Scenario, Workload
 from sim.traces.azure import read_azure_csv
@@ -82,7 +83,7 @@ def arrivals(scenario: Scenario, seed: int) -> list[Arrival]:
             deadline=None if deadline is None else t.arrival_s + deadline,
             session_id=t.session, prompt_tokens=prompt,
             max_output_tokens=min(t.output_tokens, w.max_output_tokens or t.output_tokens),
-            prefix_blocks=t.block_hashes,
+            prefix_blocks=t.block_hashes[: -(-prompt // BLOCK_TOKENS)],
         )  # fmt: skip
         out.append(Arrival(t.arrival_s, req))
     return out

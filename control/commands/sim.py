@@ -194,6 +194,11 @@ def _store_report(url: str | None, trace: str, config: dict, result: dict) -> in
     return FidelityReportService(factory).store("legato-sim-validate", trace, config, result).id
 
 
+from control.commands import sim_casestudy  # noqa: E402  (its command joins sim_app)
+
+sim_casestudy.register(sim_app)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``sim`` sub-commands to the ``legato`` app."""
     app.add_typer(sim_app, name="sim")
