@@ -46,13 +46,18 @@ CRITICAL_PATH_OPTION = ("step_order", "critical_path")
 NOTES = {
     "rag_p99_ratio": (
         "Both layouts run the same 70B engine (one TP2 replica, continuous batching, chunked "
-        "prefill), which is the bottleneck: the small models take milliseconds, so batching and "
-        "co-locating them barely moves the tail; NVLink moves of embeddings cost ~100 us. What "
-        "lowers p99 is prefix reuse (fewer prompt tokens prefilled) at the shared load point; "
-        "its size follows the trace's reuse, not the seed's 67%. Absolute p99 is seconds, not "
-        "the seed's 320 ms: Mooncake prompts (capped at 8,192 tokens) take ~1.5 s to prefill on "
-        "H100 TP2 (Splitwise) and arrive in bursts. A joined LLM batch returns when its longest "
-        "answer ends (sim/continuous.py), which penalises the batched layout's grouped arrivals."
+        "prefill; Splitwise's measured llama2-70b on H100 TP2), which is the bottleneck: the "
+        "MiniLM-L6 steps take 0.5-2 ms (derived profile) and moving embeddings and passages over "
+        "NVLink 4 costs a few us (bytes-priced), so batching and co-locating the small models "
+        "barely moves the tail. What lowers p99 is prefix reuse (fewer prompt tokens prefilled) "
+        "at the shared load point; its size follows the trace's reuse, not the seed's 67%. "
+        "Absolute p99 is seconds, not the seed's 320 ms: Mooncake prompts (capped at 8,192 "
+        "tokens) take up to 1.3 s to prefill on H100 TP2 and arrive in bursts. Working against "
+        "the seed layout: an LLM batch returns when its longest answer ends, in live "
+        "(control/executor/adapters/generate_join.py reports a batch once all its rows are "
+        "done) as in the twin (sim/continuous.py); the batched reranker hands the 70B 5.6 "
+        "requests per batch (naive 1.7), so its 13% of answers shorter than 32 tokens wait for "
+        "their batch's longest: ~0.09 s per request on average (naive 0.04 s), 1.3 s at most."
     ),
     "rag_throughput_ratio": (
         "Capacity is set by the 70B's prefill+decode work per request; the seed layout saves "
@@ -70,8 +75,11 @@ NOTES = {
         "steps and, on the chat branch, loads draft and answer models in parallel instead of one "
         "after the other. On the lookup branch (7 runs in 10) the steps it overlaps (embed, "
         "search, rerank) take milliseconds against a 9 s load, so a cold run gains almost "
-        "nothing there; runs that find the models loaded gain nothing at all. The seed's 2.33x "
-        "needs loads comparable to step times (weights from host memory), or more chat-like runs."
+        "nothing there; runs that find the models loaded gain nothing at all. The 7Bs' derived "
+        "L4 profile decodes at ~135 ms/token (likely 2-3x slow, see sim/profiles/README.md), so "
+        "every run's 7B steps take seconds (mean end-to-end ~10 s either way), which dilutes the "
+        "ratio, and longer-busy 7Bs are found cold or mid-load less often. The seed's 2.33x "
+        "needs loads long against step times (slow cold starts, fast decode), or more chat runs."
     ),
     "agent_preload_hit_rate": (
         "Preloads start before the router picks a branch, so the draft model is preloaded on "

@@ -1,7 +1,8 @@
 """The seed case studies (``legato sim casestudy``, ``sim.casestudy``) on small slices: the
 command reports every figure, the seed's RAG layout beats the naive one on p99 and capacity and
-is the only one reusing prefixes, preloading lowers the agent's latency, and prompt-capped
-Mooncake requests carry only their own prefix blocks."""
+is the only one reusing prefixes, preloading lowers the agent's latency, prompt-capped
+Mooncake requests carry only their own prefix blocks, and both studies time steps from the
+public GPU profiles and price moves with the named interconnects."""
 
 from __future__ import annotations
 
@@ -56,3 +57,14 @@ def test_capped_prompts_carry_only_their_own_prefix_blocks() -> None:
     for r in reqs:
         assert len(r.prefix_blocks) <= -(-r.prompt_tokens // BLOCK_TOKENS)
     assert load_scenario(AGENT_SCENARIO).core_config.scale_to_zero_idle_s
+
+
+def test_case_studies_price_steps_and_moves_from_the_public_profiles() -> None:
+    from control.core.routing.interconnects import INTERCONNECTS
+
+    for path, fabric in ((RAG_SCENARIO, "h100-sxm-nvlink4-ndr400"),
+                         (AGENT_SCENARIO, "l4-pcie4-roce100")):  # fmt: skip
+        sc = load_scenario(path)
+        timed = [s for s in sc.latency.sources if "load estimate" not in s]
+        assert timed and all(("measured" in s) or ("derived" in s) for s in timed), timed
+        assert sc.core_config.transfer == INTERCONNECTS[fabric]
