@@ -6,10 +6,12 @@ Screenshots: tests/artifacts/console/dag-*.png (git-ignored)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.app import browser as b
 
@@ -25,6 +27,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         pytest.skip(reason)
     with b.running_stack(tmp_path_factory.mktemp("browser-dag"), live=False) as running:
         yield running
+
+
+ALL_EDGES = re.compile(
+    r"(?=.*to: retrieve\.text)(?=.*to: lookup\.embedding)"
+    r"(?=.*to: answer\.prompt)(?=.*to: answer\.context)",
+    re.DOTALL,
+)
 
 
 def _select(page, label: str, option: str) -> None:  # noqa: ANN001
@@ -71,7 +80,10 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
         b.settle(page)
         for node_id, kind in NODES:
             _add(page, node_id, kind)
-        frame = page.frame_locator('iframe[title="streamlit_flow.streamlit_flow"][height="440"]')
+        # the canvas of the draft's revision (the one it replaces is unmounted with width -1)
+        frame = page.frame_locator(
+            'iframe[title="streamlit_flow.streamlit_flow"][height="440"]:not([width="-1"])'
+        )
         frame.locator('.react-flow__node[data-id="answer"]').wait_for()
         page.screenshot(path=str(SHOTS / "dag-1-three_nodes.png"), full_page=True)
         chain = [("input", "retrieve"), ("retrieve", "lookup"), ("input", "answer"),
@@ -83,21 +95,30 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
                 frame.locator(".react-flow__edge").nth(before).wait_for(timeout=15_000)
             finally:
                 page.screenshot(path=str(SHOTS / f"dag-drag-{source}-{target}.png"))
+        # the canvas draws an arrow at once; the draft takes it when the component's answer
+        # reaches the server: wait until the YAML view of the draft holds all four
+        page.get_by_role("tab", name="YAML").click()
+        expect(page.get_by_label("Spec (YAML)")).to_have_value(ALL_EDGES, timeout=60_000)
         page.get_by_role("tab", name="Node").click()
         _select(page, "Selected node (or click one on the canvas)", "retrieve")
         b.settle(page)
         _select(page, "Model (for a task)", "minilm-embed:1")
         page.get_by_role("button", name="Apply to node").click()
         b.settle(page)
-        page.get_by_label("Params (JSON or YAML)").wait_for()
+        # a rerun briefly shows the old panel beside the new one: wait until one is left
+        expect(page.get_by_label("Params (JSON or YAML)")).to_have_count(1, timeout=30_000)
         _select(page, "Selected node (or click one on the canvas)", "answer")
         b.settle(page)
         _select(page, "Model (for a task)", "smollm2-135m:1")
         page.get_by_role("button", name="Apply to node").click()
         b.settle(page)
+        # the canvas mounts afresh after each edit and reports its state when mounted, which
+        # reruns the page: a click sent before that rerun can be dropped by Streamlit
+        frame.locator('.react-flow__node[data-id="answer"]').wait_for()
+        b.settle(page)
         page.screenshot(path=str(SHOTS / "dag-2-connected.png"), full_page=True)
         page.get_by_role("button", name="Save as version 1").click()
-        page.get_by_text("Saved drawn version 1").wait_for()
+        page.get_by_text("Saved drawn version 1").wait_for(timeout=60_000)
         b.settle(page)
         page.screenshot(path=str(SHOTS / "dag-3-saved.png"), full_page=True)
 
