@@ -21,8 +21,9 @@ with a deadline still come before steps without; critical-path order replaces on
 arrival among a tenant's steps of one class (``control.core.tenancy.priority``). Under ``fcfs``
 (no tenants) it orders every waiting step.
 
-Cost: the remaining path is computed once per workflow and request size (prompt, output tokens)
-and memoized on the ``CompiledDag``; a step's priority is one float set when it becomes ready.
+Cost: the remaining path is computed once per workflow and request size class (prompt and
+output tokens, each rounded up to a power of two less one) and memoized on the ``CompiledDag``;
+a step's priority is one float set when it becomes ready.
 Switching the option live applies to steps that become ready afterwards. Predictions use the
 latency model at batch size 1 on the device type serving the model (or the fleet's first
 device when none does yet) when the memo entry is made.
@@ -46,7 +47,7 @@ __all__ = ["STEP_ORDERS", "order_at"]
 #: but not zero, so that a deeper chain of tools still counts as more work ahead.
 TOOL_US = 1_000
 
-#: Memo entries kept per workflow (request sizes); past it the memo starts again (pure cache).
+#: Memo entries kept per workflow (size classes); past it the memo starts again (pure cache).
 MAX_MEMO = 1024
 
 
@@ -57,12 +58,15 @@ def order_at(
     run's start) less the predicted remaining critical path from that node."""
     req = run.request
     dag = run.dag_run.dag
-    size = (req.prompt_tokens, req.max_output_tokens)
+    # sizes rounded up to a power of two: a trace's many distinct sizes share few entries
+    size = (req.prompt_tokens.bit_length(), req.max_output_tokens.bit_length())
     ahead = dag.remaining_memo.get(size)
     if ahead is None:
         if len(dag.remaining_memo) >= MAX_MEMO:
             dag.remaining_memo.clear()
-        ahead = dag.remaining_path(_Estimator(pol, cluster, size))
+        ahead = dag.remaining_path(
+            _Estimator(pol, cluster, ((1 << size[0]) - 1, (1 << size[1]) - 1))
+        )
         dag.remaining_memo[size] = ahead
     anchor = deadline if deadline is not None else run.started_at
     return anchor - ahead[node_id] / 1e6

@@ -60,7 +60,7 @@ class CompiledDag:
         self.output_refs: tuple[tuple[str, str, str], ...] = tuple(
             (name, *ref.partition(".")[::2]) for name, ref in spec.outputs.items()
         )
-        #: (prompt tokens, output tokens) -> ``remaining_path`` of a run of that size: a pure
+        #: request size class -> ``remaining_path`` of a run of that size: a pure
         #: cache filled by ``control.core.step_order`` (a replaced workflow is a new CompiledDag)
         self.remaining_memo: dict[tuple[int, int], dict[str, int]] = {}
 
