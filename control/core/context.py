@@ -38,6 +38,9 @@ from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS
 
+#: ``CoreConfig.step_order`` values (``control.core.step_order`` explains them).
+STEP_ORDERS = ("arrival", "critical_path")
+
 
 @dataclass(frozen=True)
 class CoreConfig:
@@ -105,6 +108,15 @@ class CoreConfig:
         },
     )
 
+    step_order: str = field(
+        default="arrival",
+        metadata={
+            "help": "order of one tenant's waiting steps of one class: 'arrival' (deadline, "
+            "then when ready) or 'critical_path' (latest start: deadline or run start less the "
+            "predicted work still ahead in the DAG; fair share across tenants is unchanged)"
+        },
+    )
+
     canary: CanaryConfig = field(
         default_factory=CanaryConfig,
         metadata={"help": "when a canary version is rolled back automatically (margins over "
@@ -116,6 +128,10 @@ class CoreConfig:
             raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
         if self.prefix_block_tokens < 1:
             raise ValueError(f"prefix_block_tokens must be >= 1, got {self.prefix_block_tokens!r}")
+        if self.step_order not in STEP_ORDERS:
+            raise ValueError(
+                f"step_order must be one of {', '.join(STEP_ORDERS)}, got {self.step_order!r}"
+            )
         if self.max_recomputes < 0:
             raise ValueError(f"max_recomputes must be >= 0, got {self.max_recomputes!r}")
         if self.max_device_loss_retries < 0:
@@ -144,6 +160,7 @@ class Policies:
         # immutable: computed once, the same float expressions as before)
         self.take_ahead_s = config.binding.take_ahead_us / 1e6
         self.dispatch_ahead_s = config.binding.dispatch_ahead_us / 1e6
+        self.critical_path = config.step_order == "critical_path"  # read once per ready step
         self.tenancy = tenancy
         self.cost = cost
         self.latency = latency

@@ -4,9 +4,10 @@ What changes at once: the batching strategy and its config (delay, size rule), t
 strategy and its config, the tenancy half's fair-share policy, and every other knob of
 ``CoreConfig`` the phases read from ``Policies.config`` when they run (stealing, transfer costs,
 binding, capacity admission, preloading, scale-to-zero, retry and recompute bounds; the prefix
-cache size of replicas loaded from then on). Work in flight is kept: queued steps stay queued
-(re-filed in the new fair-share order), running batches run on, and every replica is marked for
-a new batching decision at the next step, so a shorter delay dispatches what already waited.
+cache size of replicas loaded from then on; the step order of steps ready from then on). Work in
+flight is kept: queued steps stay queued (re-filed in the new fair-share order), running batches
+run on, and every replica is marked for a new batching decision at the next step, so a shorter
+delay dispatches what already waited.
 
 A strategy whose name and config are unchanged is kept as it is, with what it learnt (the
 adaptive batching caps). Two knobs size structures made when the core starts and are refused
@@ -59,5 +60,6 @@ def apply_policies(
     pol.config, pol.batching, pol.routing = new, batching, routing
     pol.take_ahead_s = new.binding.take_ahead_us / 1e6
     pol.dispatch_ahead_s = new.binding.dispatch_ahead_us / 1e6
+    pol.critical_path = new.step_order == "critical_path"
     queues.dirty.update(cluster.replicas)
     log.counters["policies.changed"] += 1

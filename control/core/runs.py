@@ -23,6 +23,7 @@ from control.core.parts import ActionLog, Catalog, Ids, Queues, Runs
 from control.core.queueing import dequeue
 from control.core.state import QueuedStep, RunRecord
 from control.core.step_inputs import locate_inputs
+from control.core.step_order import order_at
 from control.core.tenancy.base import AdmissionRequest, Admitted, QueuedWork
 from control.core.types import Request
 
@@ -33,12 +34,9 @@ ESTIMATE_MEMO_SIZE = 4096
 def _node_tokens(req: Request, node: NodeSpec) -> tuple[int, int]:
     params: Mapping[str, Any] = node.params  # as the workflow gave them
     tokens = int(params.get("input_tokens", req.prompt_tokens))
-    out = (
-        int(params.get("max_output_tokens", req.max_output_tokens))
-        if node.task == "generate"
-        else 0
-    )
-    return tokens, out
+    if node.task != "generate":
+        return tokens, 0
+    return tokens, int(params.get("max_output_tokens", req.max_output_tokens))
 
 
 def _estimate(pol: Policies, catalog: Catalog, req: Request, dag: CompiledDag) -> tuple[int, int]:
@@ -139,6 +137,7 @@ def make_step(
     work = QueuedWork(
         ref.key, req.request_id, req.tenant_id, node.priority_class or req.priority_class,
         now, pol.cost.cost_units(node.model or node.kind, tokens, out), deadline,
+        order_at(pol, cluster, run, ref.node_id, deadline) if pol.critical_path else None,
     )  # fmt: skip
     step = QueuedStep(ref, run, node, work)
     step.input_tokens, step.max_output_tokens = tokens, out

@@ -41,6 +41,8 @@ POLICY_FIELDS: dict[str, Exposure] = {
     "max_device_loss_retries": Exposure((_ALL,), live=True),
     "capacity_admission": Exposure(("capacity_admission", "capacity_margin", _ALL), live=True),
     "max_recomputes": Exposure((_ALL,), live=True),
+    # live: steps that become ready after the change are ordered the new way
+    "step_order": Exposure((_ALL,), live=True),
     "canary": Exposure(
         (
             "canary_error_margin",

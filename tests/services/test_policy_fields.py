@@ -24,6 +24,8 @@ from control.wiring.live import serving_core_config
 from control.wiring.policies import policies_from_settings
 
 BASE = Policies(serving_core_config())
+#: a plain field with a closed set of string values: another allowed value
+OTHER_CHOICE = {"arrival": "critical_path"}
 
 
 def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
@@ -62,6 +64,8 @@ def _other(value: Any) -> Any:
         return 2.5
     if isinstance(value, Mapping):
         return {"minilm-embed:1": 40_000}
+    if isinstance(value, str) and value in OTHER_CHOICE:
+        return OTHER_CHOICE[value]
     raise AssertionError(f"no sample for {value!r}")
 
 

@@ -60,6 +60,9 @@ class CompiledDag:
         self.output_refs: tuple[tuple[str, str, str], ...] = tuple(
             (name, *ref.partition(".")[::2]) for name, ref in spec.outputs.items()
         )
+        #: request size class -> ``remaining_path`` of a run of that size: a pure
+        #: cache filled by ``control.core.step_order`` (a replaced workflow is a new CompiledDag)
+        self.remaining_memo: dict[tuple[int, int], dict[str, int]] = {}
 
     def _static_inputs(self) -> dict[str, tuple[tuple[str, tuple[str, ...]], ...]]:
         """Per node fed only by workflow inputs: (target field, source fields) in binding
@@ -108,6 +111,16 @@ class CompiledDag:
             path.append(cur)
             cur = best[cur][1]
         return tuple(reversed(path)), best[end][0]
+
+    def remaining_path(self, estimate_us: Callable[[NodeSpec], int]) -> dict[str, int]:
+        """Per node: the longest path by estimated latency from it (its own estimate included)
+        to the end of the DAG, the work still ahead of a run once that node is ready (HEFT's
+        upward rank). A conditional branch counts as if taken: an upper bound."""
+        ahead: dict[str, int] = {}
+        for n in reversed(self.order):
+            after = [ahead[e.target] for e in self.out_edges.get(n, ()) if e.target in ahead]
+            ahead[n] = estimate_us(self.nodes[n]) + max(after, default=0)
+        return ahead
 
     def caller_field(self, node_id: str, port: str) -> str:
         """Input ``port`` of ``node_id`` (``text``, ``documents[3]``) as the caller names it:

@@ -87,6 +87,10 @@ class QueuedWork:
     arrival: float  # when the step became ready
     cost_units: int  # estimated cost of this step in the common scale
     deadline: float | None = None
+    #: set under ``step_order: critical_path`` (``control.core.step_order``): the latest start
+    #: that lets its run end in time given the predicted work still ahead of it; a tenant's
+    #: items of one class sort by it instead of by deadline and arrival. None: today's order
+    order_at: float | None = None
 
 
 @dataclass(frozen=True)
