@@ -6,9 +6,14 @@ slots, ``dag_world``), then in order:
 1. **calibration**: bursts of 1, 2, 4 whole workflow runs submitted at one instant (so each
    stage forms batches of those sizes), short and long queries, each burst run alone. The
    stages' spans (device time, batch size, tokens, the worker-side overhead) become the twin's
-   tables (``dag_tables``), measured in the very workers that serve, before the trace is seen;
-2. **the trace**: the slice open-loop at its (time-scaled) arrivals, the rate chosen from the
-   calibration for the asked load. Each run's end-to-end time and every stage's span are kept.
+   tables (``dag_tables``), measured in the very workers that serve;
+2. **the trace**, once per load: the slice open-loop at its (time-scaled) arrivals, the rate
+   chosen from the first calibration for the asked load, each replay followed by another
+   calibration block. Each run's end-to-end time and every stage's span are kept.
+
+A load's twin tables pool the two blocks around its replay (``calibrations[k]`` and
+``[k + 1]``): on a shared machine the workers' speed moves by tens of percent over minutes,
+and the blocks that bracket a replay describe it better than one block before everything.
 
 A stage's time is its span's ``end_ms - ready_ms``: from the instant its inputs were all there
 to its result (queueing, batching delay, device time and the process hops).
@@ -96,13 +101,16 @@ async def _one(rt, request, at: float | None = None) -> tuple[str, RunSeen | Non
     return request.request_id, RunSeen(e2e, spans, outs, ins, request.prompt_tokens), start
 
 
-async def _calibrate(rt, cfg: DagFidelityConfig, template) -> list[RunSeen]:  # noqa: ANN001
+async def _calibrate(rt, cfg: DagFidelityConfig, template, warm: bool = True) -> list[RunSeen]:  # noqa: ANN001
+    """One calibration block (the runs of its timed sweeps); ``warm``: an untimed sweep
+    first, which warms every shape up (later blocks follow a replay that did)."""
     seen: list[RunSeen] = []
     n = 0
-    for rep in range(cfg.calibration_repeats + 1):  # the first sweep warms every shape up
+    for rep in range(0 if warm else 1, cfg.calibration_repeats + 1):
         for tokens in (cfg.min_tokens, cfg.max_tokens):
             for size in cfg.calibration_sizes:
-                reqs = [replace(template, request_id=f"cal{n}-{i}", prompt_tokens=tokens)
+                tag = f"cal{id(seen)}-{n}"  # unique per block
+                reqs = [replace(template, request_id=f"{tag}-{i}", prompt_tokens=tokens)
                         for i in range(size)]  # fmt: skip
                 n += 1
                 done = await asyncio.gather(*(_one(rt, r) for r in reqs))
@@ -121,19 +129,20 @@ async def _replay(rt, slice_: list[Arrival]) -> tuple[list[Arrival], dict[str, R
 
 
 async def _session(cfg: DagFidelityConfig, plan) -> dict[str, Any]:  # noqa: ANN001
-    """``plan(calibration) -> [(load, arrivals)]``: the slices to replay once calibrated."""
+    """``plan.slices(first calibration) -> [(load, arrivals)]``: what to replay (see the module
+    docstring); returns every calibration block and every replay."""
     rt = _runtime(cfg)
     try:
         await rt.start()
         template = plan.template
-        calibration = await _calibrate(rt, cfg, template)
+        calibrations = [await _calibrate(rt, cfg, template)]
         played = []
-        for load, slice_ in plan.slices(calibration):
+        for load, slice_ in plan.slices(calibrations[0]):
             played.append((load, *await _replay(rt, slice_)))
-            await asyncio.sleep(0.5)  # let the queues drain between loads
+            calibrations.append(await _calibrate(rt, cfg, template, warm=False))
     finally:
         await rt.stop()
-    return {"calibration": calibration, "played": played}
+    return {"calibrations": calibrations, "played": played}
 
 
 def run_dag_live(cfg: DagFidelityConfig, plan) -> dict[str, Any]:  # noqa: ANN001

@@ -1,8 +1,9 @@
 """``validate_dag``: a whole workflow (RAG or agent) through the live stack and the twin, at
 one or more loads of a trace the twin was not tuned on.
 
-One live session (``dag_live``): calibration bursts give the twin its tables (``dag_tables``),
-then the trace slice is replayed open-loop once per load, its mean rate ``load`` times the
+One live session (``dag_live``): calibration bursts give the twin its tables (``dag_tables``;
+a load's tables pool the calibration blocks measured right before and after its replay), then
+the trace slice is replayed open-loop once per load, its mean rate ``load`` times the
 measured capacity (runs/s of the busier device at batch size 1). The twin replays each load's
 requests as they were sent (a generate row holds the whole capped step, so the generated token
 counts are reported, ``live_output_tokens_mean``, not replayed: fewer than the cap means the
@@ -132,21 +133,26 @@ def validate_dag(cfg: DagFidelityConfig, loads: list[float]) -> dict[str, Any]:
     started = clock.monotonic()
     plan = _Plan(cfg, sorted(loads))
     session = run_dag_live(cfg, plan)
-    cal = plan.calibration
-    assert cal is not None  # set by the session's call to ``plan.slices``
-    per_load = [_one_load(cfg, cal, load, sent, seen) for load, sent, seen in session["played"]]
+    assert plan.calibration is not None  # set by the session's call to ``plan.slices``
+    blocks = session["calibrations"]
+    cals = [calibrate(blocks[k] + blocks[k + 1]) for k in range(len(session["played"]))]
+    per_load = [_one_load(cfg, cal, load, sent, seen)
+                for cal, (load, sent, seen) in zip(cals, session["played"], strict=True)]  # fmt: skip
+    cal = cals[-1]  # the overheads and table reported: the highest load's
     top = per_load[-1]
     return {
         "workflow": cfg.workflow, "trace": plan.trace_name, "loads": sorted(loads),
         "load": top["load"], "p50_error": top["p50_error"], "p99_error": top["p99_error"],
         "slo_attainment_error_pp": top["slo_attainment_error_pp"], "slo_s": cfg.slo_s, "live": top["live"], "twin": top["twin"],
-        "per_load": per_load, "capacity_rps": round(cal.capacity_rps, 3),
+        "per_load": per_load, "capacity_rps": round(plan.calibration.capacity_rps, 3),
+        # each block's own capacity: how far the machine's speed moved during the session
+        "capacity_rps_blocks": [round(calibrate(b).capacity_rps, 3) for b in blocks],
         "models": "MiniLM embed + MiniLM rerank + SmolLM2-135M" if cfg.model_source == "real"
         else "tiny random BERT + tiny random GPT-2",
         "generate_max_tokens": cfg.max_new_tokens, "overhead_us": cal.overhead_us,
         "tool_us": cal.tool_us, "run_overhead_us": cal.run_overhead_us,
         "table_us": [[r.model, r.batch_size, r.tokens, r.latency_us] for r in cal.tables.rows],
-        "calibration_runs": len(session["calibration"]),
+        "calibration_runs": sum(len(b) for b in blocks),
         "wall_s": round(clock.monotonic() - started, 1),
     }  # fmt: skip
 
