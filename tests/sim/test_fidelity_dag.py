@@ -89,8 +89,9 @@ def test_calibration_tables_take_each_batch_once_and_capacity_from_the_busier_de
     runs = [run("1", 1, 8, 10.0, 40.0), run("2", 2, 8, 14.0, 60.0), run("2", 2, 8, 14.0, 60.0)]
     cal = calibrate(runs)
     rows = {(r.model, r.batch_size, r.tokens): r.latency_us for r in cal.tables.rows}
-    assert rows[("minilm-embed:1", 1, 8)] == 10_000 and rows[("minilm-embed:1", 2, 8)] == 14_000
-    assert rows[("smollm2-135m:1", 2, 8)] == 60_000
+    # a row is the time a batch held its replica: compute and the hops around it
+    assert rows[("minilm-embed:1", 1, 8)] == 11_000 and rows[("minilm-embed:1", 2, 8)] == 15_000
+    assert rows[("smollm2-135m:1", 2, 8)] == 61_000
     assert cal.overhead_us == 1000 and cal.tool_us == 2000
     # the generator's device (40 ms + 1 ms hop a run) is the busier one: ~24.4 runs/s
     assert cal.capacity_rps == pytest.approx(1000 / 41)

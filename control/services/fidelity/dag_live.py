@@ -5,7 +5,7 @@ slots, ``dag_world``), then in order:
 
 1. **calibration**: bursts of 1, 2, 4 whole workflow runs submitted at one instant (so each
    stage forms batches of those sizes), short and long queries, each burst run alone. The
-   stages' spans (device time, batch size, tokens, the worker-side overhead) become the twin's
+   stages' spans (how long each batch held its replica, its size, the query tokens) become the twin's
    tables (``dag_tables``), measured in the very workers that serve;
 2. **the trace**, once per load: the slice open-loop at its (time-scaled) arrivals, the rate
    chosen from the first calibration for the asked load, each replay followed by another

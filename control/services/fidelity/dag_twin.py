@@ -34,8 +34,8 @@ from sim.scenario import PlacedReplica, Scenario, Workload
 
 @dataclass(frozen=True)
 class StageSeen:
-    """One step of one run, as either side saw it: ``end - ready`` seconds, its batch's time
-    on the device (without the per-batch hops; a tool's whole time) and the batch's size."""
+    """One step of one run, as either side saw it: ``end - ready`` seconds, how long its batch
+    held the replica (``device_ms``: dispatch to result) and the batch's size."""
 
     secs: float
     device_ms: float
@@ -51,15 +51,13 @@ class TwinRun:
 
 
 class _StageRecorder(Recorder):
-    def __init__(self, *args, hop_us: int = 0, **kwargs) -> None:  # noqa: ANN002, ANN003
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
-        self.hop_us = hop_us
         self.stage: dict[str, dict[str, StageSeen]] = {}
 
     def on_complete(self, d, done, now: float) -> None:  # noqa: ANN001
         super().on_complete(d, done, now)
-        hop = self.hop_us if d.model_key else 0
-        device_ms = (done.duration_us - hop) / 1000
+        device_ms = done.duration_us / 1000
         for item in d.items:
             seen = StageSeen(now - item.ready_at, device_ms, len(d.items))
             self.stage.setdefault(item.request_id, {})[item.node_id] = seen
@@ -80,7 +78,7 @@ def dag_scenario(cfg: DagFidelityConfig, cal: Calibration, draw: int = 0) -> Sce
         core_config=CoreConfig(batching_config=SizeDelayConfig(
             max_queue_delay_s=cfg.max_queue_delay_s)),
         executor=SimExecutorConfig(prefix_cache=False, transfers=False, tool_us=cal.tool_us,
-                                   dispatch_overhead_us=cal.overhead_us),
+                                   dispatch_overhead_us=0),  # the rows hold the hops
         seeds=(cfg.seed + draw,),
     )  # fmt: skip
 
@@ -95,7 +93,7 @@ def run_dag_twin(cfg: DagFidelityConfig, cal: Calibration, reqs: list[Arrival]) 
                                   pool), 0.0)  # fmt: skip
     ex = SimExecutor(latency, {d.device_id: d for d in sc.devices}, {m.key: m for m in sc.models},
                      sc.executor, sc.workload.routes, seed)  # fmt: skip
-    rec = _StageRecorder(sc.cost, output_nodes(sc), hop_us=cal.overhead_us)
+    rec = _StageRecorder(sc.cost, output_nodes(sc))
     TwinDriver(core, ex, observer=rec).run(reqs, until=(reqs[-1].at if reqs else 0) * 20 + 3600)
     rec.finalize(core)
     beside = cal.run_overhead_us / 1e6

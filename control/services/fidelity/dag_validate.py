@@ -78,8 +78,9 @@ def _side(steps: list[StageSeen]) -> dict[str, float]:
 
 
 def _stages(live: dict[str, list[StageSeen]], twin: dict[str, list[StageSeen]]) -> dict[str, Any]:
-    """Per stage: both sides, the errors, and ``device_ratio`` (live over twin mean device
-    time: above 1, the workers ran slower during the trace than the calibration measured)."""
+    """Per stage: both sides, the errors, and ``device_ratio`` (live over twin mean time a
+    batch held its replica: above 1, the workers ran slower during the trace than the
+    calibration blocks around it measured)."""
     out = {}
     for node, steps in live.items():
         a, b = _side(steps), _side(twin.get(node, []))
@@ -94,7 +95,7 @@ def _live_steps(seen: dict[str, RunSeen]) -> dict[str, list[StageSeen]]:
     out: dict[str, list[StageSeen]] = {}
     for run in seen.values():
         for node, span in run.spans.items():
-            took = span["device_ms"] or span["end_ms"] - span["dispatched_ms"]  # a tool: its time
+            took = span["end_ms"] - span["dispatched_ms"]  # as the calibration rows measure it
             step = StageSeen((span["end_ms"] - span["ready_ms"]) / 1000, took, span["batch_size"])
             out.setdefault(node, []).append(step)
     return out
