@@ -57,12 +57,17 @@ def error_size(report: Mapping[str, Any] | None, figure: str) -> str:
 
 
 def error_source(report: Mapping[str, Any] | None, reason: str = "") -> str:
-    """Where the error comes from: ``twin error measured on <trace>, <date>``, or that no
-    fidelity report exists (``reason``: the API's explanation)."""
+    """Where the error comes from: ``twin error measured on <trace> (<workflow> workflow, load
+    <load>), <date>`` (the parenthesis where the report names them), or that no fidelity
+    report exists (``reason``: the API's explanation)."""
     if report is None:
         return f"{reason or 'no fidelity report'}; the twin's error is unknown"
     day = str(report.get("created_at", ""))[:16].replace("T", " ")
-    return f"twin error measured on {report.get('trace', '?')}, {day}"
+    what = [f"{report['workflow']} workflow"] if report.get("workflow") else []
+    if isinstance(report.get("load"), int | float):
+        what.append(f"load {report['load']:g}")
+    ran = f" ({', '.join(what)})" if what else ""
+    return f"twin error measured on {report.get('trace', '?')}{ran}, {day}"
 
 
 def value_text(figure: str, value: Any) -> str:

@@ -49,10 +49,17 @@ def twin_error_sentence(report: Mapping[str, Any] | None, reason: str = "") -> s
         return f"Twin not validated yet{why}: treat its predictions as unverified."
     day = str(report.get("created_at", ""))[:16].replace("T", " ")
     return (
-        f"Twin error (last validation {day} on {report.get('trace', '?')}): "
+        f"Twin error (last validation {day}: {where(report)}): "
         f"p50 {_error_text(report, 'p50_error')}, p99 {_error_text(report, 'p99_error')}, "
         f"SLO {_error_text(report, 'slo_attainment_error_pp')}"
     )
+
+
+def where(report: Mapping[str, Any]) -> str:
+    """What the last validation ran: workflow, trace and offered load."""
+    load = report.get("load")
+    at = f" at load {load:g}" if isinstance(load, int | float) else ""
+    return f"workflow {report.get('workflow', 'embed')} on trace {report.get('trace', '?')}{at}"
 
 
 def _verdict(better: bool | None) -> str:

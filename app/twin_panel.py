@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from app import data, twin, ui
+from app import data, fidelity_stages, twin, ui
 from app.client import ApiError
 
 
@@ -42,8 +42,10 @@ FIDELITY_FORM = "fidelity_run"
 def validation_controls() -> None:
     """The twin's measured error, and a button asking the gateway to measure it again
     (``POST /admin/fidelity/runs``: about a minute in a worker process, stored as a fidelity
-    report). The API's refusal (one already running, no runner on this gateway) is shown."""
+    report). The API's refusal (one already running, no runner on this gateway) is shown.
+    A whole-DAG report also shows its figures per stage (``fidelity_stages``)."""
     twin_error_caption()
+    fidelity_stages.show(fidelity()[0])
     if st.button("Measure the twin's error now", key="fid_run",
                  help="Replays a short trace slice through the live stack and through the "
                  "twin; the result becomes the error shown beside every prediction."):  # fmt: skip

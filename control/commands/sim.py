@@ -113,9 +113,29 @@ RateFactorOpt = Annotated[
     ),
 ]
 LoadOpt = Annotated[
-    float, typer.Option(min=0.05, max=0.95, help="Offered load when no --rate-factor.")
+    str,
+    typer.Option(
+        help="Offered load(s), fractions of measured capacity, e.g. 0.3,0.7,0.9 "
+        "(embed: the first, when no --rate-factor)."
+    ),
 ]
-SloOpt = Annotated[float, typer.Option(help="End-to-end SLO in seconds.")]
+WorkflowOpt = Annotated[
+    str, typer.Option(help="embed (one MiniLM worker), or rag / agent: the whole DAG.")
+]
+TraceOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="rag/agent: a trace file (Azure CSV or Mooncake JSONL) or a shipped "
+        "slice's name (default azure_code)."
+    ),
+]
+TraceFormatOpt = Annotated[
+    str | None, typer.Option(help="azure or mooncake (default: from the file's suffix).")
+]
+SloOpt = Annotated[
+    float | None,
+    typer.Option(help="End-to-end SLO in seconds (default 0.1 for embed, 2.0 for rag/agent)."),
+]
 RepeatsOpt = Annotated[
     int, typer.Option(min=1, max=5, help="Independent runs; figures are their medians.")
 ]
@@ -145,8 +165,8 @@ def validate(
     as_json: JsonOpt = False,
     requests: RequestsOpt = 120,
     rate_factor: RateFactorOpt = None,
-    load: LoadOpt = 0.5,
-    slo_s: SloOpt = 0.1,
+    load: LoadOpt = "0.5",
+    slo_s: SloOpt = None,
     repeats: RepeatsOpt = 1,
     store: StoreOpt = False,
     url: UrlOpt = None,
@@ -154,10 +174,20 @@ def validate(
     rounds: RoundsOpt = 10,
     raise_priority: RaisePriorityOpt = True,
     quick: QuickOpt = False,
+    workflow: WorkflowOpt = "embed",
+    trace: TraceOpt = None,
+    trace_format: TraceFormatOpt = None,
 ) -> None:
     """Fidelity: the same trace slice through the live stack (real executor, MiniLM on one CPU
     worker slot) and through the twin with tables measured in that worker; prints p50/p99
-    error and the SLO attainment error. About two and a half minutes per run."""
+    error and the SLO attainment error. About two and a half minutes per run. With
+    ``--workflow rag|agent``: the whole DAG, per stage and end to end, at each --load."""
+    from control.commands.sim_dag import embed_load, validate_dag_cmd
+
+    if workflow != "embed":
+        validate_dag_cmd(workflow, load, requests, trace, trace_format, model_source, quick,
+                         slo_s, as_json, url if store else None, store)  # fmt: skip
+        return
     from control.services.fidelity import (
         TRACE,
         FidelityConfig,
@@ -167,13 +197,13 @@ def validate(
 
     small = {"profile_batch_sizes": (1, 2), "profile_tokens": (8, 32), "profile_repeats": 1,
              "calibration_requests": 1, "twin_draws": 2} if quick else {}  # fmt: skip
-    cfg = FidelityConfig(rate_factor=rate_factor, target_utilization=load, max_requests=requests,
-                         slo_s=slo_s, model_source=model_source,
+    cfg = FidelityConfig(rate_factor=rate_factor, target_utilization=embed_load(load, trace), max_requests=requests,
+                         slo_s=0.1 if slo_s is None else slo_s, model_source=model_source,
                          slice_repeats=1 if quick else rounds,
                          nice=-10 if raise_priority else None, **small)  # fmt: skip
     result = validate_repeated(cfg, repeats)
     if store:
-        stored = config_dict(cfg) | {"repeats": repeats}
+        stored = config_dict(cfg) | {"repeats": repeats, "workflow": "embed"}
         result["report_id"] = _store_report(url, TRACE, stored, result)
     if as_json:
         typer.echo(json.dumps(result))

@@ -12,7 +12,7 @@ from control.services.fidelity_reports import NO_REPORT
 from tests.api.conftest import client_for, make_tenant
 
 KEYS = {"id", "created_at", "trace", "p50_error", "p99_error", "slo_attainment_error_pp",
-        "live", "twin", "config"}  # fmt: skip
+        "live", "twin", "config", "workflow", "load"}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +48,18 @@ async def test_latest_has_exactly_the_documented_shape(stack, admin) -> None:
         0.07, 0.2, 1.25,
     )  # fmt: skip
     assert body["live"] == {"p50_s": 0.03} and body["config"]["seed"] == 0
+    assert (body["workflow"], body["load"]) == ("embed", None)
+
+
+async def test_a_dag_report_names_its_workflow_trace_and_load(stack, admin) -> None:
+    result = {"p50_error": 0.04, "p99_error": 0.09, "slo_attainment_error_pp": 0.0,
+              "live": {"p50_s": 0.5}, "twin": {"p50_s": 0.52}}  # fmt: skip
+    config = {"workflow": "rag", "loads": [0.3, 0.9], "load": 0.9}
+    stack.services.fidelity_reports.store("cli", "my_trace.jsonl", config, result)
+    body = (await admin.get("/admin/fidelity/latest")).json()
+    assert (body["workflow"], body["trace"], body["load"]) == ("rag", "my_trace.jsonl", 0.9)
+    listed = (await admin.get("/admin/fidelity")).json()["items"][0]
+    assert (listed["workflow"], listed["load"]) == ("rag", 0.9)
 
 
 async def test_list_is_newest_first_with_limit_and_offset(stack, admin) -> None:

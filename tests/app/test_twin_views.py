@@ -44,7 +44,9 @@ def test_delta_rows_follow_the_figure_order_and_name_the_verdict():
 
 def test_fidelity_sentence_or_not_validated():
     text = twin.twin_error_sentence(REPORT)
-    assert text.startswith("Twin error (last validation 2026-11-28 10:15 on azure_code)")
+    assert text.startswith(
+        "Twin error (last validation 2026-11-28 10:15: workflow embed on trace azure_code"
+    )
     assert "p50 ±8%" in text and "p99 ±21%" in text and "SLO ±1.5 pp" in text
     none = twin.twin_error_sentence(None, "no fidelity report yet: run legato sim validate")
     assert none.startswith("Twin not validated yet (no fidelity report yet")

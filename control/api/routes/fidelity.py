@@ -46,6 +46,22 @@ class FidelityReportOut(Dto):
     live: dict[str, Any] = Field(description="summary of the live run")
     twin: dict[str, Any] = Field(description="summary of the twin's run")
     config: dict[str, Any] = Field(description="settings of the validation")
+    workflow: str = Field(
+        "embed", description="validated workflow: embed (one model), rag or agent (whole DAG)"
+    )
+    load: float | None = Field(
+        None, description="offered load, fraction of measured capacity (the highest validated)"
+    )
+
+    @classmethod
+    def of(cls, record: Any) -> FidelityReportOut:
+        """The stored report, with the workflow and load its config names (older reports,
+        embed-only, kept theirs as ``target_utilization``)."""
+        out = cls.model_validate(record)
+        cfg = out.config
+        load = cfg.get("load", cfg.get("target_utilization"))
+        return out.model_copy(update={"workflow": cfg.get("workflow", "embed"),
+                                      "load": float(load) if load is not None else None})  # fmt: skip
 
 
 @router.get("/admin/fidelity/latest")
@@ -55,7 +71,7 @@ def latest_fidelity(gw: GatewayDep) -> FidelityReportOut:
         found = gw.services.fidelity_reports.latest()
     except NoFidelityReport as exc:
         raise ApiError(404, "not_found", str(exc)) from exc
-    return FidelityReportOut.model_validate(found)
+    return FidelityReportOut.of(found)
 
 
 @router.get("/admin/fidelity")
@@ -63,7 +79,7 @@ def list_fidelity(gw: GatewayDep, page: PageDep) -> Page[FidelityReportOut]:
     """Fidelity reports, newest first (``limit``/``offset``)."""
     svc = gw.services.fidelity_reports
     found = svc.newest_first(offset=page.offset, limit=page.limit)
-    return page_of(found, page, FidelityReportOut.model_validate)
+    return page_of(found, page, FidelityReportOut.of)
 
 
 class FidelityRunIn(Body):

@@ -3,6 +3,9 @@
 Modules: ``config`` (settings), ``world`` (the scenario, slice and payloads both sides use),
 ``live`` (the live session and its in-worker profile), ``twin`` (the twin side), ``compare``
 (figures and errors) and ``validate`` (the whole check, run once or repeated).
+
+The whole-DAG check (a RAG or agent workflow, per stage, at several loads of any trace) is
+``dag_validate`` over ``dag_world``, ``dag_live``, ``dag_tables`` and ``dag_twin``.
 """
 
 from control.services.fidelity.compare import Side, compare_sides, summarize
