@@ -21,6 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from sim.casestudy import casestudies  # noqa: E402
 
 

@@ -23,6 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from control import native  # noqa: E402
+
+native.install()  # before the core is imported: the compiled core when a build is current
+
 from control.core.routing.interconnects import interconnect  # noqa: E402
 from control.core.types import DeviceSpec  # noqa: E402
 from sim.runner import run_seed  # noqa: E402

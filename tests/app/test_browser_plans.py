@@ -23,7 +23,7 @@ SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "console"
 #: The demo's generator with packaged GGUF weights: loading it on a shared CPU takes minutes, so
 #: it is declared too big for the worker (the planner leaves it unplaced; the twin still knows it).
 HEAVY = "smollm2-135m"
-WATCH_S = 6  # the observer's window after a completed rollout
+WATCH_S = 20  # the observer's window after a completed rollout (room for a slow first run)
 
 
 @pytest.fixture(scope="module")

@@ -50,13 +50,20 @@ class TwinRun:
     stages: dict[str, dict[str, StageSeen]]
 
 
-class _StageRecorder(Recorder):
-    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
-        super().__init__(*args, **kwargs)
+class _StageRecorder:
+    """The twin's :class:`~sim.metrics.Recorder` (``inner``), plus each step's ready-to-end time
+    and device time per request and node. A wrapper, not a subclass: the Recorder may be the
+    compiled one (``make native``), which an interpreted class cannot inherit from."""
+
+    def __init__(self, inner: Recorder) -> None:
+        self.inner = inner
         self.stage: dict[str, dict[str, StageSeen]] = {}
 
+    def __getattr__(self, name: str):  # noqa: ANN204 - the Observer's other hooks, unchanged
+        return getattr(self.inner, name)
+
     def on_complete(self, d, done, now: float) -> None:  # noqa: ANN001
-        super().on_complete(d, done, now)
+        self.inner.on_complete(d, done, now)
         device_ms = done.duration_us / 1000
         for item in d.items:
             seen = StageSeen(now - item.ready_at, device_ms, len(d.items))
@@ -93,7 +100,7 @@ def run_dag_twin(cfg: DagFidelityConfig, cal: Calibration, reqs: list[Arrival]) 
                                   pool), 0.0)  # fmt: skip
     ex = SimExecutor(latency, {d.device_id: d for d in sc.devices}, {m.key: m for m in sc.models},
                      sc.executor, sc.workload.routes, seed)  # fmt: skip
-    rec = _StageRecorder(sc.cost, output_nodes(sc))
+    rec = _StageRecorder(Recorder(sc.cost, output_nodes(sc)))
     TwinDriver(core, ex, observer=rec).run(reqs, until=(reqs[-1].at if reqs else 0) * 20 + 3600)
     rec.finalize(core)
     beside = cal.run_overhead_us / 1e6
