@@ -79,6 +79,10 @@ def main(tenants: int = 50, repeats: int = 2) -> dict:
             for _ in range(repeats):
                 for title in b.PAGES:
                     renders[title].append(_render(page, title))
+                    # not timed: let a page's components finish their own reruns (the DAG
+                    # canvas reports its state once mounted) before clicking the next page
+                    page.wait_for_timeout(500)
+                    b.settle(page)
             _render(page, "Fair share, live")
             page.wait_for_timeout(1500)
             refresh = [_live_refresh(page, stack, key) for _ in range(5)]
