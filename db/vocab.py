@@ -17,6 +17,9 @@ PLAN_STATUSES = ("draft", "proposed", "simulated", "active", "retired", "rolled_
 POOL_KINDS = ("hot", "cold")
 WORKFLOW_STATUSES = ("draft", "active", "retired")
 PRIORITY_CLASSES = ("critical", "standard", "batch")
+#: What a request asks of a model with precision variants: the base (``exact``), a variant
+#: whose measured quality passes the floor (``balanced``), or the cheapest (``fast``).
+QUALITY_CLASSES = ("exact", "balanced", "fast")
 TENANT_STATUSES = ("active", "suspended", "retired")
 QUOTA_RESOURCES = (
     "tokens_per_min",

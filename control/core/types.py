@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from control.core.autoscale_rules import autoscaling_problems
 from control.core.values import keeps_dict, value
+from control.core.variants import VARIANT_SEP
 
 #: Model tasks a workflow node can run.
 TASKS: tuple[str, ...] = ("embed", "rerank", "generate", "classify")
@@ -67,6 +68,11 @@ class ModelSpec:
     max_replicas: int | None = None
     scale_out_delay_s: float | None = None
     idle_s: float | None = None
+    #: Precision variants (``control.core.variants``): the precision this replica kind runs
+    #: at, and for a variant the key of its base model (empty for the base itself). A variant
+    #: is keyed ``name:version@precision`` and placed, routed and billed as a model of its own.
+    precision: str = "fp32"
+    base: str = ""
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -110,6 +116,8 @@ class ModelSpec:
     @property
     def key(self) -> str:
         # a plain property (not cached in the instance dict): callers serialize specs by vars()
+        if self.base:
+            return f"{self.name}:{self.version}{VARIANT_SEP}{self.precision}"
         return f"{self.name}:{self.version}"
 
 

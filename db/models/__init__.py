@@ -7,6 +7,7 @@ from db.models.fleet import Device, Node
 from db.models.placement import Placement, PlacementPlan
 from db.models.requests import Request, RunInput, RunStep, UsageEntry
 from db.models.tenancy import ApiKey, Cohort, HeadroomReservation, Quota, Tenant
+from db.models.variants import LoraAdapter, ModelVariant
 from db.models.workflow import Workflow
 
 __all__ = [
@@ -16,7 +17,9 @@ __all__ = [
     "Device",
     "FidelityReport",
     "HeadroomReservation",
+    "LoraAdapter",
     "ModelLatencyProfile",
+    "ModelVariant",
     "Node",
     "Placement",
     "PlacementPlan",

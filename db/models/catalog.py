@@ -71,6 +71,7 @@ class ModelLatencyProfile(Base):
         # Named by hand: the derived name passes PostgreSQL's 63-character limit.
         UniqueConstraint(
             "model_id",
+            "variant",
             "device_type",
             "batch_size",
             "num_tokens",
@@ -83,6 +84,8 @@ class ModelLatencyProfile(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    #: the precision variant measured ("": the base model)
+    variant: Mapped[str] = mapped_column(String(16), default="", server_default="")
     device_type: Mapped[str] = mapped_column(String(64))
     batch_size: Mapped[int]
     num_tokens: Mapped[int]

@@ -40,6 +40,10 @@ class Request(Base):
     finished_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: the quality class asked for (None: the tenant's default)
+    quality: Mapped[str | None] = mapped_column(String(16))
+    #: steps that ran on another variant than the preferred one: [{node, wanted, ran, reason}]
+    degradations: Mapped[list[Any] | None] = mapped_column(JSON)
 
 
 class UsageEntry(Base):
@@ -65,6 +69,10 @@ class UsageEntry(Base):
     output_tokens: Mapped[int] = mapped_column(default=0)
     device_ms: Mapped[int] = mapped_column(default=0)
     cost_units: Mapped[int] = mapped_column(default=0)
+    #: the precision variant that really ran (None: the base model)
+    variant: Mapped[str | None] = mapped_column(String(16))
+    #: the LoRA adapter it ran with (None: none)
+    adapter: Mapped[str | None] = mapped_column(String(100))
     recorded_at: Mapped[datetime] = created_at_column()
 
 

@@ -12,6 +12,7 @@ from db.base import Base, created_at_column
 from db.vocab import (
     MAX_RESERVED_MILLI,
     PRIORITY_CLASSES,
+    QUALITY_CLASSES,
     QUOTA_RESOURCES,
     TENANT_STATUSES,
     in_clause,
@@ -37,6 +38,9 @@ class Tenant(Base):
         CheckConstraint("weight > 0", name="weight_positive"),
         CheckConstraint(in_clause("priority_class", PRIORITY_CLASSES), name="priority_class"),
         CheckConstraint(in_clause("status", TENANT_STATUSES), name="status"),
+        CheckConstraint(
+            "quality IS NULL OR " + in_clause("quality", QUALITY_CLASSES), name="quality"
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -49,6 +53,10 @@ class Tenant(Base):
     )
     # Its work overtakes other tenants' lower classes, bounded (control/core/tenancy/strict.py)
     strict_priority: Mapped[bool] = mapped_column(default=False, server_default=false())
+    #: default quality class of its requests (None: from its priority class)
+    quality: Mapped[str | None] = mapped_column(String(16))
+    #: may the core run its steps on a cheaper variant when the preferred one is saturated
+    allow_degrade: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = created_at_column()
 
 

@@ -50,6 +50,9 @@ class ModelRef:
     path: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     expected_mib: int | None = None
+    #: the precision the replica runs at (``fp32``: as loaded; ``bf16``, ``int8``, ``int4``:
+    #: a precision variant, converted by a maintained library when loaded)
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
