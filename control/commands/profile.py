@@ -22,6 +22,13 @@ from typing import Annotated
 import typer
 
 ACTOR = "legato-profile"
+VariantOption = Annotated[
+    list[str] | None,
+    typer.Option("--variant", help="profile this registered precision variant (repeatable)"),
+]
+AllVariantsOption = Annotated[
+    bool, typer.Option("--variants", help="profile every active variant of each model")
+]
 
 
 def _store(services, model_id: int, rows, variant: str = "") -> int:  # noqa: ANN001
@@ -69,13 +76,8 @@ def profile(
     tokens: Annotated[str, typer.Option(help="comma-separated prompt lengths")] = "16,64",
     repeats: Annotated[int, typer.Option(min=1, help="timed runs per point")] = 3,
     device: Annotated[str, typer.Option(help="'cpu' or 'cuda:N'")] = "cpu",
-    variant: Annotated[
-        list[str] | None,
-        typer.Option("--variant", help="profile this registered precision variant (repeatable)"),
-    ] = None,
-    variants: Annotated[
-        bool, typer.Option("--variants", help="profile every active variant of each model")
-    ] = False,
+    variant: VariantOption = None,
+    variants: AllVariantsOption = False,
 ) -> None:
     """Measure latency tables for the local devices; store them in the database and as CSV."""
     import torch
@@ -101,20 +103,19 @@ def profile(
     if unknown:
         typer.echo(f"error: no local weights for {', '.join(unknown)}", err=True)
         raise typer.Exit(1)
-    sizes = [int(x) for x in batch_sizes.split(",")]
-    lengths = [int(x) for x in tokens.split(",")]
+    grid = ([int(x) for x in batch_sizes.split(",")], [int(x) for x in tokens.split(",")])
     cache = settings.var_dir / "models"
     for key in wanted:
         if variant or variants:
             wanted_variants = _variants_of(services, ids[key], key, variant or None)
             _profile_variants(services, settings, fleet.model_refs[key], ids[key], key,
-                              wanted_variants, device, sizes, lengths, repeats, cache)  # fmt: skip
+                              wanted_variants, device, *grid, repeats, cache)  # fmt: skip
             continue
-        rows = profile_model(fleet.model_refs[key], device, sizes, lengths, repeats=repeats,
+        rows = profile_model(fleet.model_refs[key], device, *grid, repeats=repeats,
                              cache_dir=cache)  # fmt: skip
         written = _store(services, ids[key], rows)
-        path = _write_csv(settings.var_dir / "profiles", key, rows)
-        typer.echo(f"{key}: {written} point(s) stored, rows in {path}")
+        typer.echo(f"{key}: {written} point(s) stored, rows in "
+                   f"{_write_csv(settings.var_dir / 'profiles', key, rows)}")  # fmt: skip
 
 
 def _variants_of(services, model_id: int, key: str, named: list[str] | None) -> list:  # noqa: ANN001

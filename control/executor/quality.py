@@ -38,7 +38,9 @@ GENERATE_TOKENS = 16
 _BATCH = 16
 
 
-class _Ctx:
+class QuietContext:
+    """A run context that streams nothing and never ticks (quality runs, benchmarks)."""
+
     def __init__(self) -> None:
         self.started = clock.perf_counter()
 
@@ -83,7 +85,7 @@ def _values(adapter: Any, inputs: list[dict], key: str, params: GenParams | None
             PreparedItem(BatchItem(StepKey("quality", str(i)), f"q{i}", {}, params), dict(x))
             for i, x in enumerate(inputs[lo : lo + _BATCH], start=lo)
         ]
-        for o in adapter.run(items, _Ctx()):
+        for o in adapter.run(items, QuietContext()):
             if o.error:
                 raise ExecutorError(f"quality input failed: {o.error}")
             out.append(o.value[key])
@@ -108,7 +110,8 @@ def cosine_quality(base: Sequence[Any], variant: Sequence[Any]) -> dict[str, Any
     sims = []
     for a, b in zip(base, variant, strict=True):
         ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
-        sims.append(float(torch.nn.functional.cosine_similarity(ta, tb, dim=0)))
+        sim = float(torch.nn.functional.cosine_similarity(ta, tb, dim=0))
+        sims.append(max(-1.0, min(1.0, sim)))  # rounding can pass 1 by an ulp
     return _result("cosine", sims)
 
 

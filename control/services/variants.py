@@ -148,9 +148,10 @@ class VariantService(CrudService[VariantRecord]):
 
 
 def check_quality(quality: Mapping[str, Any]) -> None:
-    """Refuse a quality JSON without a known ``metric`` or a ``score`` in [0, 1]."""
+    """Refuse a quality JSON without a known ``metric`` or a ``score`` in [-1, 1] (a cosine
+    may be negative; the agreements are in [0, 1])."""
     if quality.get("metric") not in QUALITY_METRICS:
         raise ValidationError("quality.metric", quality.get("metric"), f"one of {QUALITY_METRICS}")
     score = quality.get("score")
-    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
-        raise ValidationError("quality.score", score, "must be a number in [0, 1]")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not -1 <= score <= 1:
+        raise ValidationError("quality.score", score, "must be a number in [-1, 1]")
