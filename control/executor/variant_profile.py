@@ -10,6 +10,9 @@ variant it measures:
 * ``rows``: the same latency rows as :func:`control.executor.profile.profile_model`;
 * ``quality``: the issue-27 quality JSON against the base (:mod:`control.executor.quality`).
 
+Base and variants are loaded as the profiler loads a model (:func:`profiling_ref`: no prefix
+cache, generate prompts without the chat template), so quality is measured on the raw prompts.
+
 A variant is dropped from memory before the next one is loaded. A precision the device cannot
 run raises ExecutorError before anything is loaded.
 """
