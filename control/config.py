@@ -94,6 +94,15 @@ class Settings(BaseSettings):
         "run's inputs; more is a 422 naming the input.",
     )
 
+    exact_quality_floor: float = Field(
+        0.99,
+        ge=0,
+        le=1,
+        description="Quality floor of precision variants: a variant whose measured quality "
+        "score (against the fp32 base, on fixed inputs) is below it is refused for exact "
+        "traffic and flagged on the console's model page.",
+    )
+
     prefix_block_tokens: int = Field(
         16,
         ge=1,

@@ -1,5 +1,6 @@
 """Models and placement: the active plan as a device x model map; the models with their batch
-settings and autoscaling (edit one) and their canaries (set, watch, stop); drafts (generate from the active plan, edit), their diff against the active
+settings and autoscaling (edit one), their precision variants (measured quality against the
+exact floor; register, retire) and their canaries (set, watch, stop); drafts (generate from the active plan, edit), their diff against the active
 plan, simulation in the twin (with the twin's measured error), a plan proposed from observed
 demand, the twin's gate (a replay of recent traffic against the plan, its report beside the
 placement in force, per tenant, the force switch), rollout on the live fleet with its progress,
@@ -23,6 +24,7 @@ from app import (
     twin,
     twin_panel,
     ui,
+    variants_panel,
 )
 from app.client import ApiError
 
@@ -61,6 +63,8 @@ ui.form_error(rollout_panel.BACK)
 st.header("Models")
 models_editor.render(model_rows)
 autoscale_editor.render(model_rows)
+st.subheader("Precision variants")
+variants_panel.render(model_rows)
 st.subheader("Canary versions")
 canary_panel.render(model_rows)
 

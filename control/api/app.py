@@ -34,6 +34,7 @@ from control.api.routes import (
     rollout,
     timeline,
     usage,
+    variants,
 )
 from control.api.routes.resources import RESOURCES
 from control.api.settings import GatewayConfig
@@ -101,6 +102,7 @@ def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
     for resource in RESOURCES:
         app.include_router(crud.crud_router(resource))
     app.include_router(admin.router)
+    app.include_router(variants.router)
     app.include_router(plans.router)
     app.include_router(rollout.router)
     app.include_router(canary.router)

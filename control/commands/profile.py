@@ -5,6 +5,11 @@ executor's profiler on this machine (one core, one torch thread, like a worker),
 ``model_latency_profiles`` row per (device type, batch size, tokens) point through the audited
 service (an existing point is updated) and the raw rows as CSV under ``<var_dir>/profiles/``.
 The twin and the live core read the rows back through ``load_fleet_state``.
+
+Precision variants (issue 27): ``--variant int8`` (repeatable) profiles those registered,
+active variants of each model, ``--variants`` all of them. Per variant it stores the latency
+rows (``variant=<precision>``), the measured memory and load time, and the quality JSON against
+the fp32 base (see :mod:`control.executor.variant_profile`); CSV as ``<key>@<precision>.csv``.
 """
 
 from __future__ import annotations
@@ -17,10 +22,18 @@ from typing import Annotated
 import typer
 
 ACTOR = "legato-profile"
+VariantOption = Annotated[
+    list[str] | None,
+    typer.Option("--variant", help="profile this registered precision variant (repeatable)"),
+]
+AllVariantsOption = Annotated[
+    bool, typer.Option("--variants", help="profile every active variant of each model")
+]
 
 
-def _store(services, model_id: int, rows) -> int:  # noqa: ANN001
-    """Upsert one DB point per (device type, batch, tokens); returns how many were written."""
+def _store(services, model_id: int, rows, variant: str = "") -> int:  # noqa: ANN001
+    """Upsert one DB point per (device type, batch, tokens) of ``variant`` ("": the base);
+    returns how many were written."""
     points: dict[tuple[str, int, int], dict] = {}
     for r in rows:
         point = points.setdefault((r.device_type, r.batch_size, r.input_tokens), {})
@@ -30,7 +43,7 @@ def _store(services, model_id: int, rows) -> int:  # noqa: ANN001
             point["decode_us_per_token"] = r.latency_us
     existing = {
         (p.device_type, p.batch_size, p.num_tokens): p
-        for p in services.latency_profiles.list(model_id=model_id)
+        for p in services.latency_profiles.list(model_id=model_id, variant=variant)
     }
     for (dtype, batch, tokens), values in sorted(points.items()):
         values.setdefault("latency_us", 0)
@@ -38,7 +51,7 @@ def _store(services, model_id: int, rows) -> int:  # noqa: ANN001
         if current is None:
             services.latency_profiles.create(
                 ACTOR, model_id=model_id, device_type=dtype, batch_size=batch, num_tokens=tokens,
-                **values,
+                variant=variant, **values,
             )  # fmt: skip
         else:
             services.latency_profiles.update(ACTOR, current.id, **values)
@@ -63,6 +76,8 @@ def profile(
     tokens: Annotated[str, typer.Option(help="comma-separated prompt lengths")] = "16,64",
     repeats: Annotated[int, typer.Option(min=1, help="timed runs per point")] = 3,
     device: Annotated[str, typer.Option(help="'cpu' or 'cuda:N'")] = "cpu",
+    variant: VariantOption = None,
+    variants: AllVariantsOption = False,
 ) -> None:
     """Measure latency tables for the local devices; store them in the database and as CSV."""
     import torch
@@ -88,15 +103,51 @@ def profile(
     if unknown:
         typer.echo(f"error: no local weights for {', '.join(unknown)}", err=True)
         raise typer.Exit(1)
-    sizes = [int(x) for x in batch_sizes.split(",")]
-    lengths = [int(x) for x in tokens.split(",")]
+    grid = ([int(x) for x in batch_sizes.split(",")], [int(x) for x in tokens.split(",")])
     cache = settings.var_dir / "models"
     for key in wanted:
-        rows = profile_model(fleet.model_refs[key], device, sizes, lengths, repeats=repeats,
+        if variant or variants:
+            wanted_variants = _variants_of(services, ids[key], key, variant or None)
+            _profile_variants(services, settings, fleet.model_refs[key], ids[key], key,
+                              wanted_variants, device, *grid, repeats, cache)  # fmt: skip
+            continue
+        rows = profile_model(fleet.model_refs[key], device, *grid, repeats=repeats,
                              cache_dir=cache)  # fmt: skip
         written = _store(services, ids[key], rows)
-        path = _write_csv(settings.var_dir / "profiles", key, rows)
-        typer.echo(f"{key}: {written} point(s) stored, rows in {path}")
+        typer.echo(f"{key}: {written} point(s) stored, rows in "
+                   f"{_write_csv(settings.var_dir / 'profiles', key, rows)}")  # fmt: skip
+
+
+def _variants_of(services, model_id: int, key: str, named: list[str] | None) -> list:  # noqa: ANN001
+    """The active variant records to profile: those ``named``, or all; exits naming a
+    precision that is not a registered, active variant of the model."""
+    active = {v.precision: v for v in services.variants.of_model(model_id)}
+    missing = [p for p in named or () if p not in active]
+    if missing:
+        typer.echo(f"error: {key} has no active variant {', '.join(missing)} (register it: "
+                   f"POST /admin/models/{model_id}/variants)", err=True)  # fmt: skip
+        raise typer.Exit(1)
+    return [active[p] for p in named] if named else list(active.values())
+
+
+def _profile_variants(services, settings, ref, model_id, key, records, device, sizes, lengths,
+                      repeats, cache) -> None:  # fmt: skip  # noqa: ANN001
+    """Profile ``records`` (variants of ``ref``) and store each one's rows and measurement."""
+    from control.executor.variant_profile import profile_variants
+
+    found = profile_variants(ref, [v.precision for v in records], device, sizes, lengths,
+                             repeats=repeats, cache_dir=cache)  # fmt: skip
+    for record, measured in zip(records, found, strict=True):
+        written = _store(services, model_id, measured.rows, variant=measured.precision)
+        services.variants.record_measurement(
+            ACTOR, record.id, memory_mib=measured.memory_mib,
+            load_time_ms=measured.load_time_ms, quality=measured.quality,
+        )  # fmt: skip
+        name = f"{key}@{measured.precision}"
+        path = _write_csv(settings.var_dir / "profiles", name, measured.rows)
+        q = measured.quality
+        typer.echo(f"{name}: {written} point(s), {measured.memory_mib} MiB, load "
+                   f"{measured.load_time_ms} ms, {q['metric']} {q['score']:.4f}; rows in {path}")  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from control import clock
 from control.executor import sources
@@ -129,15 +130,34 @@ def profile_model(
 
     from control.executor.adapters import build_adapter
 
-    if ref.task == "generate":
-        # cold prompts every time, and no chat template around them: a point's token count is
-        # then exactly the prompt the latency table is keyed by (a template is just more tokens)
-        ref = replace(ref, options={**ref.options, "prefix_cache_mib": 0, "chat": False})
-    adapter = build_adapter(ref, torch.device(device), Path(cache_dir))
+    adapter = build_adapter(profiling_ref(ref), torch.device(device), Path(cache_dir))
+    device_type = torch.device(device).type
+    return profile_adapter(adapter, ref, device_type, batch_sizes, token_lengths,
+                           decode_tokens, repeats)  # fmt: skip
+
+
+def profiling_ref(ref: ModelRef) -> ModelRef:
+    """``ref`` as the profiler loads it: for generate, cold prompts every time and no chat
+    template around them (a point's token count is then exactly the prompt the latency table
+    is keyed by; a template is just more tokens)."""
+    if ref.task != "generate":
+        return ref
+    return replace(ref, options={**ref.options, "prefix_cache_mib": 0, "chat": False})
+
+
+def profile_adapter(
+    adapter: Any,
+    ref: ModelRef,
+    device_type: str,
+    batch_sizes: Sequence[int] = (1, 2, 4, 8),
+    token_lengths: Sequence[int] = (16, 64),
+    decode_tokens: int = 8,
+    repeats: int = 3,
+) -> list[LatencyRow]:
+    """Latency rows of an adapter already built from :func:`profiling_ref` (``ref``)."""
     tokenizer = getattr(adapter, "tokenizer", None) or getattr(
         getattr(adapter, "embedder", None), "tokenizer", None
     )
-    device_type = torch.device(device).type
     rows: list[LatencyRow] = []
     for tokens in token_lengths:
         text = _text_of(tokenizer, tokens)

@@ -29,6 +29,7 @@ from control.services.placement import PlacementPlanService, PlacementService
 from control.services.requests import RequestService
 from control.services.tenancy import CohortService, HeadroomService, QuotaService, TenantService
 from control.services.usage import UsageLedgerService
+from control.services.variants import VariantService
 from control.services.workflows import SpecValidator, WorkflowService
 
 
@@ -38,6 +39,7 @@ class Services:
     devices: DeviceService
     models: ModelService
     latency_profiles: LatencyProfileService
+    variants: VariantService
     plans: PlacementPlanService
     placements: PlacementService
     workflows: WorkflowService
@@ -72,6 +74,7 @@ def build_services(
         devices=DeviceService(factory, clock),
         models=ModelService(factory, clock, source_roots=model_source_roots),
         latency_profiles=LatencyProfileService(factory, clock),
+        variants=VariantService(factory, clock),
         plans=PlacementPlanService(factory, clock),
         placements=PlacementService(factory, clock),
         workflows=WorkflowService(factory, clock, validator=workflow_validator),

@@ -92,7 +92,8 @@ class ModelService(CrudService[rec.ModelRecord]):
 
 
 class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):
-    """One measured point per (model, device type, batch size, tokens); replaced by update."""
+    """One measured point per (model, variant, device type, batch size, tokens); replaced by
+    update. ``variant`` is the precision variant measured ("": the base model)."""
 
     entity = "latency_profile"
     repository = repo.LatencyProfileRepository
@@ -102,9 +103,10 @@ class LatencyProfileService(CrudService[rec.LatencyProfileRecord]):
         r.at_least("num_tokens", 0),
         r.at_least("latency_us", 0),
         r.at_least("decode_us_per_token", 0),
+        r.one_of("variant", ("", *vocab.PRECISIONS)),
     )
     references = (Reference("model_id", repo.ModelRepository, "model"),)
-    unique_keys = (("model_id", "device_type", "batch_size", "num_tokens"),)
+    unique_keys = (("model_id", "variant", "device_type", "batch_size", "num_tokens"),)
     stamp_field = "measured_at"
 
 

@@ -72,6 +72,7 @@ class LatencyProfileRecord:
     latency_us: int
     decode_us_per_token: int | None
     measured_at: datetime
+    variant: str = ""  # the precision variant measured ("": the base model)
 
 
 @dataclass(frozen=True)

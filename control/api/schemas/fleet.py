@@ -222,6 +222,7 @@ class LatencyProfileOut(Dto):
     latency_us: int
     decode_us_per_token: int | None
     measured_at: datetime
+    variant: str = Field("", description="precision variant measured ('': the base model)")
 
 
 class LatencyProfileCreate(Body):
@@ -231,6 +232,9 @@ class LatencyProfileCreate(Body):
     num_tokens: NonNegative
     latency_us: NonNegative
     decode_us_per_token: NonNegative | None = None
+    variant: Literal[("", *vocab.PRECISIONS)] = Field(  # type: ignore[valid-type]
+        "", description="precision variant measured ('': the base model)"
+    )
 
 
 class LatencyProfileUpdate(Body):
@@ -241,3 +245,4 @@ class LatencyProfileUpdate(Body):
 class LatencyProfileFilter(BaseModel):
     model_id: Id | None = None
     device_type: str | None = None
+    variant: str | None = None

@@ -1,6 +1,8 @@
 """Model adapters and their registry: task name -> factory building the adapter on a device.
 
 A new task is a new module plus one registry entry; the worker never branches on task names.
+A model's precision (``ModelRef.precision``) is checked against the device before anything is
+loaded; tasks without weights of their own (tools) run at ``fp32`` only.
 """
 
 from __future__ import annotations
@@ -15,27 +17,30 @@ from control.executor.adapters.base import Adapter
 from control.executor.adapters.encoders import ClassifyAdapter, EmbedAdapter, RerankAdapter
 from control.executor.adapters.generate import GenerateAdapter
 from control.executor.adapters.tools import NoopAdapter, RouterAdapter, VectorSearchAdapter
+from control.executor.precision import check_precision
 from control.executor.protocol import ExecutorError, ModelRef
 
 Factory = Callable[[ModelRef, torch.device, Path], Adapter]
 
 
 def _embed(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
-    return EmbedAdapter(sources.resolve(ref, cache_dir), device)
+    return EmbedAdapter(sources.resolve(ref, cache_dir), device, precision=ref.precision)
 
 
 def _rerank(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
     # Only an operator's own folder can hold a trained cross-encoder head.
     fresh = ref.source != "hf"
-    return RerankAdapter(sources.resolve(ref, cache_dir), device, fresh_head=fresh)
+    folder = sources.resolve(ref, cache_dir)
+    return RerankAdapter(folder, device, fresh_head=fresh, precision=ref.precision)
 
 
 def _classify(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
-    return ClassifyAdapter(sources.resolve(ref, cache_dir), device)
+    return ClassifyAdapter(sources.resolve(ref, cache_dir), device, precision=ref.precision)
 
 
 def _generate(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
-    return GenerateAdapter(sources.resolve(ref, cache_dir), device, dict(ref.options))
+    folder = sources.resolve(ref, cache_dir)
+    return GenerateAdapter(folder, device, dict(ref.options), precision=ref.precision)
 
 
 def _vector_search(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
@@ -57,6 +62,9 @@ def _noop(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapter:
     return NoopAdapter(tick=bool(ref.options.get("tick", True)), fail=str(fail) if fail else None)
 
 
+#: Tasks whose models can run as precision variants.
+PRECISION_TASKS = ("embed", "rerank", "classify", "generate")
+
 ADAPTERS: dict[str, Factory] = {
     "embed": _embed,
     "rerank": _rerank,
@@ -74,4 +82,10 @@ def build_adapter(ref: ModelRef, device: torch.device, cache_dir: Path) -> Adapt
         factory = ADAPTERS[ref.task]
     except KeyError:
         raise ExecutorError(f"no adapter for task {ref.task!r}") from None
+    check_precision(ref.precision, device)
+    if ref.precision != "fp32" and ref.task not in PRECISION_TASKS:
+        raise ExecutorError(
+            f"task {ref.task!r} has no weights to convert: precision {ref.precision!r} refused "
+            f"(only {PRECISION_TASKS} run precision variants)"
+        )
     return factory(ref, device, cache_dir)

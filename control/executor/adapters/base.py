@@ -147,7 +147,9 @@ class InputError(ValueError):
 
 
 def module_mib(module: Any) -> int:
-    """Parameters and buffers of a torch module, in MiB rounded up."""
-    total = sum(t.numel() * t.element_size() for t in module.parameters())
-    total += sum(t.numel() * t.element_size() for t in module.buffers())
-    return -(-total // (1024 * 1024))
+    """The tensors a torch module holds, in MiB rounded up: its state (parameters, buffers and
+    the packed weights of quantized layers, which ``parameters()`` does not list; see
+    :func:`control.executor.precision.state_mib`)."""
+    from control.executor.precision import state_mib
+
+    return state_mib(module)

@@ -3,6 +3,10 @@
 Each runs a whole batch as one padded forward pass (the tokenizer pads to the longest item; the
 attention mask keeps padding out of the result, so batched and single outputs agree).
 
+Each loads its model as float32 and converts it to the replica's precision
+(:mod:`control.executor.precision`: ``bf16``, ``int8``...). Outputs stay float32 whatever the
+precision (embedding vectors, scores, probabilities), so callers never see another dtype.
+
 Rerank on the MiniLM source builds a cross-encoder from the MiniLM backbone with a fresh
 1-output head: it has the real cost profile of ms-marco-MiniLM-L-6-v2 but its scores are
 MEANINGLESS. An operator with a real cross-encoder registers its folder (source ``hf``).
@@ -26,6 +30,7 @@ from control.executor.adapters.base import (
     require,
     require_texts,
 )
+from control.executor.precision import apply_precision
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +40,14 @@ class EmbedAdapter:
 
     task = "embed"
 
-    def __init__(self, folder: Path, device: torch.device, max_length: int = 256) -> None:
+    def __init__(
+        self, folder: Path, device: torch.device, max_length: int = 256, precision: str = "fp32"
+    ) -> None:
         self.device = device
         self.max_length = max_length
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.model = AutoModel.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+        model = AutoModel.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+        self.model = apply_precision(model, precision, device)
 
     def memory_mib(self) -> int:
         return module_mib(self.model)
@@ -59,7 +67,7 @@ class EmbedAdapter:
         hidden = out.last_hidden_state
         m = mask.to(hidden.device).unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
-        vectors = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+        vectors = torch.nn.functional.normalize(pooled.float(), p=2, dim=-1)
         return vectors.cpu(), [int(n) for n in mask.sum(dim=1)]
 
     def run(self, items: Sequence[PreparedItem], ctx: RunContext) -> list[ItemOutput]:
@@ -91,7 +99,14 @@ class RerankAdapter:
 
     task = "rerank"
 
-    def __init__(self, folder: Path, device: torch.device, fresh_head: bool, max_length: int = 256):
+    def __init__(
+        self,
+        folder: Path,
+        device: torch.device,
+        fresh_head: bool,
+        max_length: int = 256,
+        precision: str = "fp32",
+    ) -> None:
         self.device = device
         self.max_length = max_length
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -100,7 +115,7 @@ class RerankAdapter:
         self.model = AutoModelForSequenceClassification.from_pretrained(
             folder, num_labels=1, dtype=torch.float32
         )
-        self.model = self.model.to(device).eval()
+        self.model = apply_precision(self.model.to(device).eval(), precision, device)
         if fresh_head:
             log.warning(
                 "rerank replica from %s uses a fresh 1-output head: real cost, meaningless scores",
@@ -154,12 +169,14 @@ class ClassifyAdapter:
 
     task = "classify"
 
-    def __init__(self, folder: Path, device: torch.device, max_length: int = 256) -> None:
+    def __init__(
+        self, folder: Path, device: torch.device, max_length: int = 256, precision: str = "fp32"
+    ) -> None:
         self.device = device
         self.max_length = max_length
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
-        self.model = self.model.to(device).eval()
+        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+        self.model = apply_precision(model.to(device).eval(), precision, device)
         self.labels = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
 
     def memory_mib(self) -> int:

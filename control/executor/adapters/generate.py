@@ -45,6 +45,9 @@ an immediate end-of-sequence or with loops); ``chat: false`` in the model option
 ``params.templated`` is set carries a prompt already rendered in the model's chat format (the
 gateway rendered a chat's messages with this model's template): it is tokenized as it is. Both
 go through :mod:`control.executor.chat_prompt`, as the gateway's prefix hashing does.
+
+Precision variants (``bf16``, ``int8``; :mod:`control.executor.precision`) run every path above
+unchanged: logits are read as float32 before sampling, the KV cache keeps the model's dtype.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from control.executor.adapters.base import (
 from control.executor.adapters.generate_chunks import GroupPrefill
 from control.executor.adapters.generate_join import DecodeLoop, OneBatch
 from control.executor.adapters.prefix_cache import KV, PrefixKvCache
+from control.executor.precision import apply_precision
 from control.executor.protocol import ExecutorError, GenParams
 
 
@@ -97,13 +101,17 @@ class _Seq:
 class GenerateAdapter:
     task = "generate"
 
-    def __init__(self, folder: Path, device: torch.device, options: dict) -> None:
+    def __init__(
+        self, folder: Path, device: torch.device, options: dict, precision: str = "fp32"
+    ) -> None:
         self.chunk_tokens = _chunk_tokens(options)  # checked before the (slow) model load
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.chat = chat_prompt.chat_enabled(self.tokenizer, options)
-        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        self.model = self.model.to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+        # any precision (bf16 KV rows, int8 linears) runs the same prefill, join and chunk
+        # paths: they build masks and positions as integers and read logits as float32
+        self.model = apply_precision(model.to(device).eval(), precision, device)
         self.eos = self.model.config.eos_token_id
         # positions past it make absolute-position models raise (GPT-2) and others drift
         self.context = getattr(self.model.config, "max_position_embeddings", None)
