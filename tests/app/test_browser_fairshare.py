@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.app import browser as b
 
@@ -49,6 +50,19 @@ def _diagnosis(stack: b.Stack, since: float) -> str:
     return f"bursts: {bursts}; {len(recent)} samples since the start, last: {recent[-3:]}"
 
 
+def _shoot_chart(page) -> None:  # noqa: ANN001
+    """Screenshot the share chart; the live panel redraws it every second, so an element that
+    was replaced while being shot is looked up again (a few tries)."""
+    for _ in range(5):
+        chart = page.locator('[data-testid="stPlotlyChart"]').first
+        try:
+            chart.screenshot(path=str(SHOTS / "fairshare-share_chart.png"), timeout=5_000)
+            return
+        except PlaywrightError:
+            page.wait_for_timeout(300)
+    raise AssertionError("the share chart kept being redrawn while it was shot")
+
+
 def test_a_burst_started_on_the_page_moves_the_tenants_share(stack: b.Stack) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with b.chromium_page(height=1400) as page:
@@ -69,8 +83,7 @@ def test_a_burst_started_on_the_page_moves_the_tenants_share(stack: b.Stack) -> 
         assert _peak_share(stack, "globex", began) >= 0.9, _diagnosis(stack, began)
         page.wait_for_timeout(3000)  # a few more samples on the chart
         page.screenshot(path=str(SHOTS / "fairshare-burst.png"), full_page=True)
-        chart = page.locator('[data-testid="stPlotlyChart"]').first
-        chart.screenshot(path=str(SHOTS / "fairshare-share_chart.png"))
+        _shoot_chart(page)
         body = page.inner_text("body")
         assert "globex received" in body or "globex" in body
         assert "burst-1" in body
