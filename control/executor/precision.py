@@ -28,10 +28,9 @@ from typing import Any
 
 import torch
 
+from control.executor.precisions import RUNNABLE
 from control.executor.protocol import ExecutorError
 
-#: The precisions an executor can convert a float32 model to (``fp32``: untouched).
-RUNNABLE = ("fp32", "bf16", "fp16", "int8", "int4")
 _CASTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _WHY_NOT = {
     "fp8": "no maintained fp8 path for these models on Legato's devices; register int8 instead",

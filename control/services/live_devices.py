@@ -16,6 +16,7 @@ call them off the event loop.
 from __future__ import annotations
 
 from control.core.types import DeviceSpec
+from control.executor import precisions as precision
 from control.executor.protocol import DeviceInfo
 from control.services import Services
 
@@ -38,7 +39,7 @@ def register_device(services: Services, info: DeviceInfo, spec: DeviceSpec) -> i
         if found[0].status != "up":
             services.devices.update(ACTOR, found[0].id, status="up")
         return found[0].id
-    precisions = ["fp32", "fp16", "bf16"] if info.kind == "cuda" else ["fp32"]
+    precisions = precision.runnable_on(info.kind)
     row = services.devices.create(
         ACTOR, name=spec.device_id, node_id=node.id, kind=info.kind,
         accelerator=spec.accelerator, memory_mib=spec.memory_mib, precisions=precisions,

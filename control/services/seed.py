@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.config import Settings
+from control.executor import precisions as precision
 from control.services import Services, build_services
 from control.services import demo_fleet as demo
 from control.services.workflow_validation import make_spec_validator
@@ -77,7 +78,7 @@ def _seed_fleet(services: Services, summary: SeedSummary, local_devices: list) -
         # with three or more, the last real device is the cold pool: loads land there
         cold = len(local_devices) >= 3 and i == len(local_devices) - 1
         labels = {"site": "local", "pool": "cold"} if cold else {"site": "local"}
-        precisions = ["fp32", "fp16", "bf16"] if info.kind == "cuda" else ["fp32"]
+        precisions = precision.runnable_on(info.kind)
         devices[info.device_id] = _ensure(
             summary, "devices", services.devices.list(name=info.device_id),
             lambda info=info, precisions=precisions, labels=labels: services.devices.create(

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
+from control.executor.precisions import RUNNABLE
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import DuplicateName, NotFound, ValidationError
@@ -32,10 +33,9 @@ from control.store.variants import VariantRecord, VariantRepository
 from db import vocab
 from db.models.variants import VARIANT_STATUSES
 
-#: What the executor converts a float32 model to (``control.executor.precision.RUNNABLE``
-#: without the base's own fp32; a test keeps the two in step).
-RUNNABLE_VARIANTS = ("bf16", "fp16", "int8", "int4")
 BASE_PRECISION = "fp32"
+#: What the executor converts a float32 model to, without the base's own fp32.
+RUNNABLE_VARIANTS = tuple(p for p in RUNNABLE if p != BASE_PRECISION)
 QUALITY_METRICS = ("cosine", "ranking_agreement", "token_agreement", "label_agreement")
 _WHY_NOT = {
     "fp8": "the executor has no maintained fp8 path; register int8 instead",

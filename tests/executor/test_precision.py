@@ -13,7 +13,7 @@ import torch
 from control.executor import sources
 from control.executor.adapters import build_adapter
 from control.executor.adapters.base import PreparedItem
-from control.executor.precision import RUNNABLE, apply_precision, state_mib
+from control.executor.precision import RUNNABLE, apply_precision, check_precision, state_mib
 from control.executor.protocol import BatchItem, ExecutorError, GenParams, ModelRef, StepKey, wire
 from control.services.variants import RUNNABLE_VARIANTS
 from tests.executor.conftest import make_executor
@@ -122,3 +122,12 @@ def test_the_precision_travels_to_a_real_worker(model_cache):
         assert ok.ok, ok.reason
     finally:
         ex.stop()
+
+
+def test_a_cpu_device_lists_what_its_executor_converts_to_and_a_cuda_device_also_int4() -> None:
+    from control.executor.precisions import runnable_on
+
+    assert runnable_on("cpu") == ["fp32", "bf16", "int8"]
+    assert set(runnable_on("cuda")) == set(RUNNABLE)
+    for p in runnable_on("cpu"):  # every listed precision converts on a CPU
+        check_precision(p, torch.device("cpu"))
