@@ -103,3 +103,24 @@ def test_the_adapter_travels_in_the_batch_item_and_names_are_checked():
         AdapterRef("a.b", "/x")
     with pytest.raises(ExecutorError, match="max_adapters"):
         GenerateAdapter(None, torch.device("cpu"), {"max_adapters": 0})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("chunk", [0, 8])
+def test_batches_joining_a_running_loop_keep_their_adapters(model_cache, adapters, chunk):
+    # a runs with a0 and the base; b joins mid-decode with a1 and a0; c joins later with a2
+    # and evicts nothing in use (two slots, a0 and a1 still decoding): every row as alone,
+    # with continuous joins and with chunked prefill alike
+    from tests.executor.test_continuous_batching import Group, run_joined
+
+    a0, a1, a2 = adapters["a0"], adapters["a1"], adapters["a2"]
+    a = [_item("a0", PROMPTS[0], a0), _item("a1", PROMPTS[1], None)]
+    b = [_item("b0", PROMPTS[2], a1), _item("b1", PROMPTS[0], a0)]
+    c = [_item("c0", PROMPTS[1], a2)]
+    log: list = []
+    ga, gb, gc = Group("a", a, log), Group("b", b, log), Group("c", c, log)
+    gen = _gen(model_cache, max_adapters=2, prefill_chunk_tokens=chunk)
+    run_joined(gen, ga, {2: [gb], 4: [gc]}, log)
+    for group, items in ((ga, a), (gb, b), (gc, c)):
+        assert group.error is None, group.error
+        solo = _gen(model_cache).run(items, RecordingCtx())
+        assert [o.value["text"] for o in group.outputs] == [o.value["text"] for o in solo]
