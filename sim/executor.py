@@ -3,7 +3,8 @@
 It never decides anything. For a ``Dispatch`` it predicts how long the batch takes on the first
 device of the replica (forward pass over the longest prompt, minus cached prefix tokens when the
 prefix-cache model is on, plus decode as ``fixed + per_seq x batch`` per generated token, plus
-moving inputs held elsewhere, priced as the core prices them: :mod:`sim.transfers`) and builds one :class:`~control.executor.protocol.ItemResult`
+moving inputs held elsewhere, priced as the core prices them: :mod:`sim.transfers`, plus
+loading the LoRA adapters the core found the replica lacking) and builds one :class:`~control.executor.protocol.ItemResult`
 per item, the very record the live executor emits; :func:`to_batch_result` turns those into the
 core's ``BatchResult`` exactly as a driver does. Loads take the measured load time or the
 model's stated one. Router steps pick a branch label from seeded per-node weights. Where the
@@ -207,6 +208,7 @@ class SimExecutor:
             prefill, decode = round(prefill * spread), round(decode * spread)
         move = batch_move_us(self.costs, self.devices, d, dev) if cfg.transfers else 0
         move += cfg.dispatch_overhead_us  # before the device starts, as the worker sees it
+        move += d.adapter_load_us  # LoRA adapters the core found the replica lacking load first
         return _Work(dev, hits, move, prefill, decode, out, spread)
 
     def _completion(

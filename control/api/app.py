@@ -23,6 +23,7 @@ from control.api.limits import BodySizeLimit
 from control.api.metrics import GatewayMetrics, MetricsMiddleware
 from control.api.model_cache import ActiveModels
 from control.api.ports import Inference, LiveConfig, WhatIfEngine
+from control.api.routes import adapters as lora_adapters
 from control.api.routes import (
     admin,
     canary,
@@ -111,6 +112,8 @@ def _include_routes(app: FastAPI) -> tuple[HotRoute, ...]:
     app.include_router(timeline.router)
     app.include_router(policies.router)
     app.include_router(demo_bursts.router)
+    app.include_router(lora_adapters.admin_router)
+    app.include_router(lora_adapters.router)
     return hot
 
 

@@ -15,6 +15,7 @@ from control.core.latency import LatencyModel, service_us
 from control.core.loads import mark_used
 from control.core.parts import ActionLog, Ids, Queues, Timers
 from control.core.queueing import dequeue
+from control.core.routing.adapters import charge_switches, step_adapter, within_slots
 from control.core.state import InflightBatch, QueuedStep, ReplicaRecord
 from control.core.tenancy.base import PoolUsage
 from control.core.types import ReplicaState
@@ -27,13 +28,14 @@ def _item(step: QueuedStep) -> BatchItem:
         ref.key, ref.run_id, ref.node_id, ref.attempt, ref.chunk, ref.idempotency_key,
         node.kind, ref.inputs, step.input_tokens, step.max_output_tokens, step.prefix_blocks,
         step.hit_blocks, node.params, step.work.arrival, step.arrival, step.route,
+        step_adapter(step),
     )  # fmt: skip
 
 
 def _launch(
     pol: Policies, cluster: Cluster, timers: Timers, ids: Ids, log: ActionLog,
     steps: list[QueuedStep], rec: ReplicaRecord | None, padded: int, predicted: int, reason: str,
-    now: float,
+    now: float, adapter_us: int = 0,
 ) -> None:  # fmt: skip
     """Dispatch ``steps`` as one batch: charge each to its tenant, arm its timeout, record the
     batch in flight and emit its ``Dispatch``."""
@@ -61,6 +63,7 @@ def _launch(
             padded_tokens=padded,
             predicted_us=predicted,
             reason=reason,
+            adapter_load_us=adapter_us,
         )
     )
 
@@ -183,11 +186,12 @@ def form_batch(
         timers.arm(pol.batching.deadline(oldest, rec.model), "batch", rec.replica_id)
         log.counters["batching.waits"] += 1
         return
-    chosen = ordered[: formed.count]
+    chosen = within_slots(ordered[: formed.count], rec)  # at most max_adapters adapters
     for s in chosen:
         dequeue(pol, cluster, queues, s, True, now)
     n = len(chosen)
-    predicted, prefill_us = _predict(pol, rec, chosen, now)
+    adapter_us = charge_switches(rec, chosen)  # adapters the replica lacks load first
+    predicted, prefill_us = _predict(pol, rec, chosen, now, adapter_us)
     # sent ahead: it starts when the batch in flight ends
     ahead = bool(rec.running) and not rec.model.continuous_batching
     start = max(now, rec.busy_until) if ahead else now
@@ -201,7 +205,7 @@ def form_batch(
     elif ahead:  # the batch in flight outlived its prediction: the table is too optimistic
         reason += " (sent ahead: starts when the batch in flight ends, past its predicted end)"
     _launch(pol, cluster, timers, ids, log, chosen, rec, formed.padded_tokens, predicted, reason,
-            now)  # fmt: skip
+            now, adapter_us)  # fmt: skip
     batch_id = chosen[0].batch_id
     assert batch_id is not None  # set by _launch
     rec.start_running(batch_id, n, now, start + predicted / 1e6, prefill_us / 1e6)
@@ -221,19 +225,20 @@ def _ahead(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> Form
 
 
 def _predict(
-    pol: Policies, rec: ReplicaRecord, chosen: list[QueuedStep], now: float
+    pol: Policies, rec: ReplicaRecord, chosen: list[QueuedStep], now: float, adapter_us: int = 0
 ) -> tuple[int, int]:
     """(predicted us until the batch ``chosen`` ends on ``rec``, its prefill us on a continuous
     replica, else 0). On a continuous replica the prefill runs as one iteration after those
     already scheduled (the running sequences wait for it), or in chunks beside their decode
     tokens; then every sequence decodes together at the loop's new size. A prompt's predicted
-    prefix cache hit is not prefilled (the replica computes only the rest)."""
+    prefix cache hit is not prefilled (the replica computes only the rest). ``adapter_us``: the
+    LoRA adapters it loads first."""
     latency, bt = pol.latency, pol.config.prefix_block_tokens
     longest = max([s.prefill_tokens(bt) for s in chosen])  # list comprehensions: no generators
     out = max([s.max_output_tokens for s in chosen])
     acc, n, key = rec.device.accelerator, len(chosen), rec.model.key
     if not rec.model.continuous_batching:
-        return service_us(latency, key, acc, n, longest, out), 0
+        return adapter_us + service_us(latency, key, acc, n, longest, out), 0
     if rec.model.prefill_chunk_tokens:
         prefill_us = chunked_prefill_us(
             latency, rec, acc, sum([s.prefill_tokens(bt) for s in chosen])
@@ -242,7 +247,7 @@ def _predict(
         prefill_us = latency.forward_us(key, acc, n, longest)
     decode = latency.decode_us(key, acc, rec.running_seqs + n, out) if out else 0
     backlog = max(0, int((rec.prefill_until - now) * 1e6)) if rec.running else 0
-    return backlog + prefill_us + decode, prefill_us
+    return adapter_us + backlog + prefill_us + decode, prefill_us
 
 
 def ahead_worth_sending(pol: Policies, rec: ReplicaRecord, ordered: list[QueuedStep]) -> bool:

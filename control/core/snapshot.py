@@ -60,6 +60,7 @@ class ReplicaView:
     running_batches: tuple[str, ...]  # in dispatch order; several: continuous or sent ahead
     running_seqs: int
     breaker: str = "closed"  # the executor's circuit breaker as the core routes by it
+    adapters: tuple[str, ...] = ()  # LoRA adapters held, least recently used first (mirror)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def _replica_view(r: ReplicaRecord) -> ReplicaView:
     return ReplicaView(
         r.replica_id, r.model.key, tuple(d.device_id for d in r.devices), r.pool, str(r.state),
         len(r.queue), r.queue_us, r.speculative, r.used, tuple(r.running), r.running_seqs,
-        r.breaker,
+        r.breaker, r.adapters.held(),
     )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from control.core.dag.run import DagRun, StepRef
 from control.core.dag.spec import NodeSpec
+from control.core.routing.adapter_lru import AdapterLru
 from control.core.routing.base import RouteChoice
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.tenancy.base import QueuedWork
@@ -64,7 +65,7 @@ class ReplicaRecord:
         "replica_id", "model", "devices", "device", "pool", "state", "ready_at", "busy_until",
         "queue", "queue_us", "running", "running_seqs", "loop_seqs", "prefill_until", "prefix",
         "last_used", "speculative", "used", "load_reason", "routable", "draining", "plan_id",
-        "breaker",
+        "breaker", "adapters",
     )  # fmt: skip
 
     def __init__(
@@ -102,6 +103,8 @@ class ReplicaRecord:
         # the executor's circuit breaker: "closed", "open" (not routable: no new work) or
         # "half_open" (routable, one batch at a time: the probe); see control.core.breakers
         self.breaker = "closed"
+        # the LoRA adapters the replica holds, as the core mirrors them (routing.adapters)
+        self.adapters = AdapterLru(model.max_adapters, int(model.adapter_load_s * 1e6))
 
     @property
     def loading(self) -> bool:

@@ -73,6 +73,11 @@ class ModelSpec:
     #: is keyed ``name:version@precision`` and placed, routed and billed as a model of its own.
     precision: str = "fp32"
     base: str = ""
+    #: LoRA adapters (generate models; ``control.core.routing.adapters``): at most this many
+    #: held by one replica (least recently used evicted), and the time to load one that is not
+    #: held (used when the adapter has no measured load time)
+    max_adapters: int = 8
+    adapter_load_s: float = 0.2
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -108,6 +113,10 @@ class ModelSpec:
             "prefill_chunk_tokens",
             self.prefill_chunk_tokens,
             "chunked prefill needs continuous_batching (the decode loop it interleaves with)",
+        )
+        _require(self.max_adapters >= 1, "ModelSpec", "max_adapters", self.max_adapters, ">= 1")
+        _require(
+            self.adapter_load_s >= 0, "ModelSpec", "adapter_load_s", self.adapter_load_s, ">= 0"
         )
         scaling = (self.min_replicas, self.max_replicas, self.scale_out_delay_s, self.idle_s)
         for name, why in autoscaling_problems(*scaling):
@@ -180,6 +189,12 @@ class Request:
     expires_at: float | None = None
     #: steps completed before a restart (a resumed run): done, not run again
     completed: tuple[DoneStep, ...] = ()
+    #: a LoRA adapter (its name on replicas, e.g. ``lora-7``; empty: none) for the run's
+    #: generate steps on the base model ``adapter_model``; ``adapter_load_s``: its measured
+    #: load time (0: the model's ``adapter_load_s``)
+    adapter: str = ""
+    adapter_model: str = ""
+    adapter_load_s: float = 0.0
 
     def __post_init__(self) -> None:
         _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")

@@ -45,7 +45,7 @@ from control.executor.protocol import (
     WorkerDown,
     WorkerUp,
 )
-from control.runtime import mapping
+from control.runtime import lora, mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
 from control.runtime.timeline import TimelineBook
@@ -193,6 +193,7 @@ class Completions:
             device_us=int(r.device_ms * 1000 / max(1, r.batch_size)),
             cost_units=self.cost.cost_units(model, r.input_tokens, r.output_tokens),
             batch_size=r.batch_size, prefix_hit_tokens=r.prefix_hit_tokens, ttft_ms=ttft_ms,
+            adapter=lora.billed_name(run.sampling) if item.adapter else None,
             kept=KeptOutput(item.node_id, item.chunk, r.label, r.item_count if r.ok else None,
                             r.output) if run.durable and r.output is not None else None,
         )  # fmt: skip

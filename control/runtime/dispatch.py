@@ -24,7 +24,7 @@ from control.core.actions import Dispatch
 from control.core.types import StepResult
 from control.executor.protocol import Batch, Executor
 from control.executor.protocol import BatchItem as ExecItem
-from control.runtime import mapping
+from control.runtime import lora, mapping
 from control.runtime.completions import Completions
 from control.runtime.state import PendingBatch, Record, RunState, failed_item
 from control.runtime.tools import HOST_TOOLS, ToolInputError
@@ -94,7 +94,9 @@ class Dispatcher:
             params = mapping.gen_params(item, kind, self.stream_tokens, sampling)
             target = fetching if mapping.pending_fetches(inputs) else ready
             back = run is not None and (run.durable or item.node_id in run.output_nodes)
-            target.append(mapping.exec_item(item, inputs, params, return_output=back))
+            lora_ref = lora.adapter_ref(sampling, kind, d.model_key)
+            target.append(mapping.exec_item(item, inputs, params, return_output=back,
+                                            adapter=lora_ref))  # fmt: skip
         expected_ms = d.predicted_us / 1000.0 if d.predicted_us > 0 else None
         if ready:
             self.ex.submit(Batch(d.batch_id, replica, tuple(ready), expected_ms))

@@ -9,17 +9,19 @@ from dataclasses import replace
 from typing import Any
 
 from control.core.types import DoneStep, Request
-from control.runtime import mapping
+from control.runtime import lora, mapping
 from control.runtime.types import RunRequest
 
 
 def seed(run: RunRequest, host_outputs: dict[tuple[str, str], Mapping[str, Any]]) -> Request:
-    """The core request of ``run``; a resumed run's outputs are put into ``host_outputs``."""
+    """The core request of ``run`` (with its LoRA adapter, :mod:`.lora`); a resumed run's
+    outputs are put into ``host_outputs``."""
+    request = lora.with_adapter(run.request, run.sampling)
     if not run.completed:
-        return run.request
+        return request
     rid = run.request_id
     done = []
     for k in run.completed:
         host_outputs[(rid, mapping.exec_node(k.node_id, k.chunk))] = k.output
         done.append(DoneStep(k.node_id, k.chunk, k.route_label, k.item_count))
-    return replace(run.request, completed=tuple(done))
+    return replace(request, completed=tuple(done))

@@ -18,7 +18,7 @@ from typing import Any
 from control.core.actions import BatchItem as CoreItem
 from control.core.dag.spec import INPUT_NODE
 from control.core.types import InputRef as CoreRef
-from control.executor.protocol import BatchItem, GenParams, StepKey
+from control.executor.protocol import AdapterRef, BatchItem, GenParams, StepKey
 from control.executor.protocol import InputRef as ExecRef
 
 #: (producer kind, core output field) -> executor output field.
@@ -172,8 +172,14 @@ def gen_params(
 
 
 def exec_item(
-    item: CoreItem, inputs: Mapping[str, Any], params: GenParams, *, return_output: bool = False
+    item: CoreItem,
+    inputs: Mapping[str, Any],
+    params: GenParams,
+    *,
+    return_output: bool = False,
+    adapter: AdapterRef | None = None,
 ) -> BatchItem:
-    """The executor's item of a core item; ``return_output`` for steps feeding the caller."""
+    """The executor's item of a core item; ``return_output`` for steps feeding the caller,
+    ``adapter`` the LoRA adapter a generate step runs with."""
     step = StepKey(item.request_id, exec_node(item.node_id, item.chunk), item.attempt)
-    return BatchItem(step, item.idempotency_key, dict(inputs), params, return_output)
+    return BatchItem(step, item.idempotency_key, dict(inputs), params, return_output, adapter)

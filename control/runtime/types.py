@@ -81,6 +81,8 @@ class UsageRecord:
     prefix_hit_tokens: int = 0
     #: generate: ms from the run's submission to this step's first token (None: no token)
     ttft_ms: float | None = None
+    #: generate: the LoRA adapter it ran with, as the tenant names it (None: none)
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from control.services.audit import AuditService
 from control.services.catalog import LatencyProfileService, ModelService
 from control.services.fidelity_reports import FidelityReportService
 from control.services.fleet import DeviceService, NodeService
+from control.services.lora_adapters import LoraAdapterService
 from control.services.placement import PlacementPlanService, PlacementService
 from control.services.requests import RequestService
 from control.services.tenancy import CohortService, HeadroomService, QuotaService, TenantService
@@ -54,6 +55,7 @@ class Services:
     whatif: WhatIfService
     fidelity_reports: FidelityReportService
     audit: AuditService
+    lora_adapters: LoraAdapterService
     factory: sessionmaker[Session]  # for read-only views that span several services
 
 
@@ -89,6 +91,7 @@ def build_services(
         whatif=WhatIfService(factory, clock),
         fidelity_reports=FidelityReportService(factory, clock),
         audit=AuditService(factory),
+        lora_adapters=LoraAdapterService(factory, clock, source_roots=model_source_roots),
         factory=factory,
     )
 

@@ -82,7 +82,7 @@ class SettleMixin:
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=self.clock.utcnow(),
             model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
-            kept=kept_row(usage),
+            kept=kept_row(usage), adapter=usage.adapter,
         )  # fmt: skip
         if live is None or not live.writes:
             self.writer.submit(op, log_write_failure)

@@ -197,6 +197,7 @@ class UsageRecord:
     device_ms: int
     cost_units: int
     recorded_at: datetime
+    adapter: str | None = None  # the LoRA adapter the step ran with (the tenant's name)
 
 
 @dataclass(frozen=True)

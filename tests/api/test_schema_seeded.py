@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 from schemathesis.generation import GenerationMode
 
+from control.store.adapters import LoraAdapterRepository
 from tests.api.conftest import ADMIN_TOKEN
 from tests.api.test_schema import CHECKS, api  # noqa: F401 - the module's fixture
 
@@ -70,6 +71,13 @@ def seeded(api, tmp_path_factory):  # noqa: F811
     run = services.requests.create("seed", tenant_id=acme, workflow_name="w",
                                    workflow_version="1", body_hash="h").id  # fmt: skip
     ids["requests"] = run
+    # an adapter row as written straight to the database (its folder is not read by the routes)
+    with services.factory.begin() as session:
+        ids["adapters"] = (
+            LoraAdapterRepository(session)
+            .add(tenant_id=acme, model_id=ids["models"], name="support", path="/nowhere", rank=4)
+            .id
+        )
     root = tmp_path_factory.mktemp("traces")
     (root / "t.csv").write_text("a,b\n")
     services.traces.confine_to([root])

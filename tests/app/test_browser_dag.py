@@ -13,7 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.app import browser as b
@@ -54,7 +53,7 @@ def _add(page, node_id: str, kind: str) -> None:  # noqa: ANN001
         _select(page, "Runs", kind)
         page.get_by_role("button", name="Add node").click()
         b.settle(page)
-        if _wait_for_node(page, node_id, timeout_s=10):
+        if _wait_for(page, f'.react-flow__node[data-id="{node_id}"]', timeout_s=10):
             return
     raise AssertionError(f"the canvas never showed the added node {node_id!r}")
 
@@ -97,29 +96,34 @@ def _canvas(page, timeout_s: float = 30):  # noqa: ANN001, ANN202
         page.wait_for_timeout(250)
 
 
-def _wait_for_node(page, node_id: str, timeout_s: float) -> bool:  # noqa: ANN001
+def _wait_for(page, selector: str, timeout_s: float) -> bool:  # noqa: ANN001
+    """Whether the mounted canvas shows ``selector`` within ``timeout_s`` (looked up afresh
+    each time: the canvas may be remounted meanwhile)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if _canvas(page).locator(f'.react-flow__node[data-id="{node_id}"]').count():
-            return True
+        try:
+            if _canvas(page).locator(selector).count():
+                return True
+        except PlaywrightError:  # detached while looked at
+            pass
         page.wait_for_timeout(250)
     return False
 
 
 def _connect(page, source: str, target: str) -> None:  # noqa: ANN001
     """Drag ``source`` to ``target`` until the canvas shows that arrow: a drag sent while the
-    canvas remounts (it reruns the page when mounted) can be lost, as an operator's would be,
-    and is made again (at most three times)."""
-    for attempt in range(3):
-        _drag(page, _canvas(page), source, target)
-        arrow = _canvas(page).locator(
-            f'.react-flow__edge[aria-label="Edge from {source} to {target}"]'
-        )
+    canvas remounts (it reruns the page when mounted) can be lost, or its frame detached
+    under it, as an operator's would be, and is made again (at most four times)."""
+    arrow = f'.react-flow__edge[aria-label="Edge from {source} to {target}"]'
+    for attempt in range(4):
         try:
-            arrow.first.wait_for(timeout=10_000)
+            _drag(page, _canvas(page), source, target)
+        except PlaywrightError:  # the canvas was remounted under the drag
+            page.wait_for_timeout(500)
+            continue
+        if _wait_for(page, arrow, timeout_s=10):
             return
-        except PlaywrightTimeout:
-            page.screenshot(path=str(SHOTS / f"dag-drag-{source}-{target}-{attempt}.png"))
+        page.screenshot(path=str(SHOTS / f"dag-drag-{source}-{target}-{attempt}.png"))
     raise AssertionError(f"the canvas never showed the arrow {source} -> {target}")
 
 
@@ -157,7 +161,7 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
         b.settle(page)
         for node_id, kind in NODES:
             _add(page, node_id, kind)
-        _canvas(page).locator('.react-flow__node[data-id="answer"]').wait_for()
+        assert _wait_for(page, '.react-flow__node[data-id="answer"]', timeout_s=30)
         page.screenshot(path=str(SHOTS / "dag-1-three_nodes.png"), full_page=True)
         chain = [("input", "retrieve"), ("retrieve", "lookup"), ("input", "answer"),
                  ("lookup", "answer")]  # fmt: skip
@@ -182,7 +186,7 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
         b.settle(page)
         # the canvas mounts afresh after each edit and reports its state when mounted, which
         # reruns the page: a click sent before that rerun can be dropped by Streamlit
-        _canvas(page).locator('.react-flow__node[data-id="answer"]').wait_for()
+        assert _wait_for(page, '.react-flow__node[data-id="answer"]', timeout_s=30)
         b.settle(page)
         page.screenshot(path=str(SHOTS / "dag-2-connected.png"), full_page=True)
         _save(page, stack)

@@ -28,6 +28,7 @@ from control.api.schemas.common import Page
 from control.api.schemas.inference import RunCreate, RunOut
 from control.api.schemas.records import RequestOut, RequestStatus
 from control.api.state import Gateway, gateway
+from control.services.run_adapters import attach_adapter
 from control.store.records import RequestRecord
 
 router = APIRouter(
@@ -52,9 +53,10 @@ async def create_run(
     ``timeout_s``); async: 202 with the run id; stream: SSE ``token`` events then ``result``."""
     gw = gateway(request)
     digest = body_hash(f"workflow:{name}:{version}", body.model_dump(exclude={"mode", "timeout_s"}))
+    lora = await attach_adapter(inference_of(gw), who.tenant_id, (name, version), body.adapter)
     started = await start_run(gw, who, (name, version), body.inputs, digest, key,
                               max_output_tokens=body.max_output_tokens,
-                              session_id=body.session_id,
+                              session_id=body.session_id, sampling=lora,
                               announce_at_end=body.mode == "sync",
                               timeout_s=_timeout(gw, body))  # fmt: skip
     run_id = started.request.id

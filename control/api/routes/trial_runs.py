@@ -16,9 +16,17 @@ from starlette.concurrency import run_in_threadpool
 from control.api.auth import Principal
 from control.api.deps import AdminDep, GatewayDep
 from control.api.errors import ERROR_RESPONSES, ApiError
-from control.api.running import body_hash, raise_for_outcome, run_out, settled, start_run
+from control.api.running import (
+    body_hash,
+    inference_of,
+    raise_for_outcome,
+    run_out,
+    settled,
+    start_run,
+)
 from control.api.schemas.inference import RunOut, WorkflowTrialCreate
 from control.clock import utcnow
+from control.services.run_adapters import attach_adapter
 
 router = APIRouter(
     tags=["workflow"],
@@ -45,9 +53,10 @@ async def start_trial(
                           tenant_name=tenant.name)  # fmt: skip
     inputs = body.model_dump(exclude={"mode", "timeout_s", "tenant_id"})
     digest = body_hash(f"test-run:{name}:{version}", inputs)
+    lora = await attach_adapter(inference_of(gw), tenant.id, (name, version), body.adapter)
     started = await start_run(gw, on_behalf, (name, version), body.inputs, digest, None,
                               max_output_tokens=body.max_output_tokens,
-                              session_id=body.session_id)  # fmt: skip
+                              session_id=body.session_id, sampling=lora)  # fmt: skip
     run_id = started.request.id
     await run_in_threadpool(lambda: gw.services.audit.record(
         at=utcnow(), actor=who.actor, action="test_run", entity_type="request", entity_id=run_id,

@@ -24,6 +24,11 @@ class RunCreate(Body):
     timeout_s: float | None = Field(None, gt=0, le=600, description="sync: 504 after this")
     max_output_tokens: int = Field(0, ge=0, le=MAX_TOKENS, description="0: the node's default")
     session_id: str | None = Field(None, max_length=200, description="routing affinity")
+    adapter: str | None = Field(
+        None, min_length=1, max_length=100,
+        description="one of the tenant's LoRA adapters (GET /v1/adapters): the workflow's "
+        "generate steps on the adapter's base model run with it",
+    )  # fmt: skip
 
 
 class RunUsage(BaseModel):

@@ -51,6 +51,7 @@ class UsageOut(Dto):
     device_ms: int
     cost_units: int
     recorded_at: datetime
+    adapter: str | None = Field(None, description="the LoRA adapter the step ran with")
 
 
 class UsageTotals(BaseModel):

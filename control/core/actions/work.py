@@ -45,6 +45,8 @@ class BatchItem:
     #: the routing decision that queued it, with the scores of the best candidates (None: a
     #: host tool, or a step bound late without scoring while ``BindingConfig.explain`` is off)
     route: RouteChoice | None = None
+    #: the LoRA adapter the step runs with ("": the base model)
+    adapter: str = ""
 
 
 @value
@@ -60,6 +62,9 @@ class Dispatch:
     padded_tokens: int
     predicted_us: int
     reason: str
+    #: of ``predicted_us``: loading the batch's LoRA adapters the replica lacks (the core's
+    #: mirror); the twin's executor waits it out, a live replica really loads them
+    adapter_load_us: int = 0
 
 
 @value

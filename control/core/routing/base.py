@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from control.core.latency import LatencyModel
+from control.core.routing.adapter_lru import AdapterLru
 from control.core.routing.prefix_index import PrefixIndex
 from control.core.routing.transfer import TransferCosts
 from control.core.types import BLOCK_TOKENS, DeviceSpec
@@ -30,6 +31,7 @@ class Candidate(Protocol):
     prefill_until: float  # continuous batching: end of the prefills scheduled on the loop
     loop_seqs: int  # continuous batching: sequences running in the loop (else 0)
     prefix: PrefixIndex
+    adapters: AdapterLru  # the LoRA adapters it holds (generate replicas)
 
 
 @value
@@ -42,6 +44,10 @@ class StepDemand:
     input_devices: tuple[DeviceSpec | None, ...]
     #: bytes of each input (empty: not sized, each costs its tier's latency)
     input_bytes: tuple[int, ...] = ()
+    #: the LoRA adapter it runs with ("": none) and what loading it costs a replica lacking it
+    #: (0: unknown, the replica's model's ``adapter_load_s``)
+    adapter: str = ""
+    adapter_load_us: int = 0
 
 
 @value

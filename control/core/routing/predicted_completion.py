@@ -4,7 +4,7 @@ predicted completion = queue delay (batch in flight + queued work, or the rest o
 continuous-batching loop the prefills scheduled ahead plus the slower decode beside its running
 sequences)
 + service time (latency model) + transfer of inputs from where they are + load time when the
-model is not loaded there - expected prefix-cache saving (leading blocks the replica's prefix
+model is not loaded there (and the LoRA adapter's when the step has one the replica lacks) - expected prefix-cache saving (leading blocks the replica's prefix
 index holds). Ties break on replica id, so equal inputs give equal choices.
 
 Affinity: a session stays on the replica that served it last (it holds the KV prefix) as long as
@@ -57,6 +57,10 @@ def _parts(
     ``_service`` for the candidate's device type (computed once per type per decision)."""
     now = ctx.now
     load = max(0, int((c.ready_at - now) * 1e6)) if c.loading else 0
+    if demand.adapter and not c.adapters.holds(demand.adapter):
+        load += (
+            demand.adapter_load_us or c.adapters.load_us
+        )  # the replica loads the step's LoRA adapter first
     queue = max(0, int((c.busy_until - now) * 1e6)) + c.queue_us
     fwd, service = svc
     if c.loop_seqs:

@@ -48,11 +48,15 @@ go through :mod:`control.executor.chat_prompt`, as the gateway's prefix hashing 
 
 Precision variants (``bf16``, ``int8``; :mod:`control.executor.precision`) run every path above
 unchanged: logits are read as float32 before sampling, the KV cache keeps the model's dtype.
+LoRA adapters (:mod:`lora`): an item naming an ``adapter`` runs with it, loaded on demand (at
+most ``max_adapters`` held, model option, default 8); rows of different adapters share every
+forward (PEFT mixed-adapter batches), continuous joins and chunked prefill included. Their
+prompts neither use nor fill the prefix cache (its KV was computed by the base weights).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +76,7 @@ from control.executor.adapters.base import (
 )
 from control.executor.adapters.generate_chunks import GroupPrefill
 from control.executor.adapters.generate_join import DecodeLoop, OneBatch
+from control.executor.adapters.lora import LoraSlots, max_adapters
 from control.executor.adapters.prefix_cache import KV, PrefixKvCache
 from control.executor.precision import apply_precision
 from control.executor.protocol import ExecutorError, GenParams
@@ -96,6 +101,7 @@ class _Seq:
     #: what ended it: "stop" (end of sequence, or a stop string) or "length" (``max_tokens``,
     #: or the model's context full); the caller's ``finish_reason``
     finish: str = "length"
+    adapter: str = ""  # the LoRA adapter's name on this replica ("": the base model)
 
 
 class GenerateAdapter:
@@ -105,6 +111,7 @@ class GenerateAdapter:
         self, folder: Path, device: torch.device, options: dict, precision: str = "fp32"
     ) -> None:
         self.chunk_tokens = _chunk_tokens(options)  # checked before the (slow) model load
+        capacity = max_adapters(options)
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.chat = chat_prompt.chat_enabled(self.tokenizer, options)
@@ -116,6 +123,7 @@ class GenerateAdapter:
         # positions past it make absolute-position models raise (GPT-2) and others drift
         self.context = getattr(self.model.config, "max_position_embeddings", None)
         self.pad_id = self.eos if isinstance(self.eos, int) else 0
+        self.lora = LoraSlots(self.model, capacity)
         cache_mib = int(options.get("prefix_cache_mib", 64))
         self.prefix_cache = PrefixKvCache(
             cache_mib * 1024 * 1024, int(options.get("min_hit_tokens", 2))
@@ -167,15 +175,19 @@ class GenerateAdapter:
                 loop.step()
 
     def tokenize(
-        self, items: Sequence[PreparedItem]
+        self, items: Sequence[PreparedItem], busy: Collection[str] = ()
     ) -> tuple[list[_Seq | None], dict[int, InputError]]:
         """Decoding state per item (None for an item with unusable inputs) and those errors. A
         prompt longer than the model's context is such an error; a shorter one decodes at most
-        to the end of the context."""
+        to the end of the context. Items' adapters are loaded here (an adapter that does not
+        load is the item's error, field ``adapter``); ``busy``: adapters of rows decoding now,
+        never evicted for these."""
         seqs: list[_Seq | None] = []
         errors: dict[int, InputError] = {}
+        busy = set(busy)
         for i, p in enumerate(items):
             try:
+                adapter = self._adapter(p, busy)
                 ids = chat_prompt.encode(self.tokenizer, self.compose(p)) or [self.pad_id]
                 room = None if self.context is None else self.context - len(ids)
                 if room is not None and room < 0:
@@ -189,8 +201,18 @@ class GenerateAdapter:
                 seqs.append(None)
                 continue
             gen = torch.Generator().manual_seed(p.item.params.seed)
-            seqs.append(_Seq(list(ids), p.item.params, gen, room=room))
+            seqs.append(_Seq(list(ids), p.item.params, gen, room=room, adapter=adapter))
         return seqs, errors
+
+    def _adapter(self, prepared: PreparedItem, busy: set[str]) -> str:
+        ref = prepared.item.adapter
+        if ref is None:
+            return ""
+        try:
+            busy.add(self.lora.ensure(ref, busy))
+        except ExecutorError as err:
+            raise InputError(str(err), "adapter") from err
+        return ref.name
 
     def _prefill(self, seqs: list[_Seq]) -> tuple[DynamicCache, torch.Tensor]:
         """The whole prefill of ``seqs`` (see :class:`GroupPrefill`): sets each row's first-token

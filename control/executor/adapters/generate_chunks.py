@@ -52,7 +52,8 @@ class GroupPrefill:
     def __init__(self, adapter: GenerateAdapter, seqs: list[_Seq], chunk_tokens: int = 0) -> None:
         self.adapter, self.seqs = adapter, seqs
         for s in seqs:
-            s.hit, s.cached = adapter.prefix_cache.lookup(s.prompt_ids)
+            # adapter rows: the cached KV came from the base weights
+            s.hit, s.cached = (0, None) if s.adapter else adapter.prefix_cache.lookup(s.prompt_ids)
         self.width = max(s.hit for s in seqs)  # past columns (cached prefixes, left-padded)
         self.suffix = [len(s.prompt_ids) - s.hit for s in seqs]
         self.span = max(self.suffix)  # new columns (suffixes, right-padded)
@@ -93,7 +94,8 @@ class GroupPrefill:
         hi = min(lo + self.cols, self.span)
         ends = [n - 1 for n in self.suffix]  # each row's last real column
         keep = sorted({e for e in ends if lo <= e < hi})
-        out = a.model(
+        out = a.lora.forward(
+            [s.adapter for s in self.seqs],
             input_ids=self.ids[:, lo:hi],
             attention_mask=self.mask[:, : self.width + hi],
             position_ids=self.pos[:, lo:hi],
@@ -113,6 +115,8 @@ class GroupPrefill:
     def _store_prompts(self) -> None:
         layers = [(layer.keys, layer.values) for layer in self.cache.layers]
         for row, (s, n) in enumerate(zip(self.seqs, self.suffix, strict=True)):
+            if s.adapter:
+                continue  # its KV holds the adapter's own keys: no other prompt may reuse it
             lo, hi = self.width - s.hit, self.width + n
             kv = [(k[row : row + 1, :, lo:hi].clone(), v[row : row + 1, :, lo:hi].clone())
                   for k, v in layers]  # fmt: skip

@@ -162,9 +162,15 @@ class DecodeLoop:
             head.member.group.fail(f"{type(err).__name__}: {err}")
 
     def _tokenize(self, group: BatchGroup) -> _Joining:
-        seqs, errors = self.adapter.tokenize(group.items)
+        seqs, errors = self.adapter.tokenize(group.items, self._busy_adapters())
         live = [(s, p) for s, p in zip(seqs, group.items, strict=True) if s is not None]
         return _Joining(_Member(group, seqs, errors), live)
+
+    def _busy_adapters(self) -> set[str]:
+        """Adapters of rows still decoding or waiting for their prefill (never evicted)."""
+        rows = [row.seq for row in self.rows if not row.seq.done]
+        rows += [s for joining in self.waiting for s, _ in joining.live]
+        return {s.adapter for s in rows if s.adapter}
 
     def _start(self, joining: _Joining) -> GroupPrefill:
         seqs = [s for s, _ in joining.live]
@@ -213,7 +219,8 @@ class DecodeLoop:
             self._trim()
         last = [row.seq.generated[-1] for row in self.rows]
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.rows), 1)], 1)
-        out = a.model(
+        out = a.lora.forward(
+            [row.seq.adapter for row in self.rows],
             input_ids=torch.tensor(last, device=self.mask.device).unsqueeze(1),
             attention_mask=self.mask,
             cache=self.cache,

@@ -27,6 +27,7 @@ from control.executor.protocol.reports import (
 from control.executor.protocol.work import (
     SOURCE_KINDS,
     TASKS,
+    AdapterRef,
     Batch,
     BatchItem,
     DeviceInfo,
@@ -43,6 +44,7 @@ __all__ = [
     "SOURCE_KINDS",
     "TASKS",
     "Batch",
+    "AdapterRef",
     "BatchItem",
     "BreakerChanged",
     "DeviceInfo",

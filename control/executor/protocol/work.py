@@ -126,12 +126,27 @@ class GenParams:
 
 
 @dataclass(frozen=True)
+class AdapterRef:
+    """A LoRA adapter a generate item runs with: ``name`` is its identity on the replica (a
+    PEFT adapter name: letters, digits, ``-`` and ``_``), ``path`` its local PEFT folder."""
+
+    name: str
+    path: str
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ExecutorError(f"AdapterRef.name {self.name!r} must be letters, digits, - or _")
+
+
+@dataclass(frozen=True)
 class BatchItem:
     """One step of a batch. ``inputs`` maps input names to literals or :class:`InputRef`.
 
     ``return_output``: the step's output goes to the caller (a workflow output), so the worker
     sends it back with the result (as plain lists) instead of waiting for a ``fetch_output``
-    round trip; the worker still holds it for later steps.
+    round trip; the worker still holds it for later steps. ``adapter``: a generate item's LoRA
+    adapter (None: the base model); the folder travels with the item, so a replica loads an
+    adapter it has never seen without asking anyone.
     """
 
     step: StepKey
@@ -139,6 +154,7 @@ class BatchItem:
     inputs: Mapping[str, Any]
     params: GenParams = GenParams()
     return_output: bool = False
+    adapter: AdapterRef | None = None
 
 
 @dataclass(frozen=True)

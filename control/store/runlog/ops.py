@@ -80,6 +80,7 @@ class BillStep:
     recorded_at: datetime
     model_id: int | None = None
     device_id: int | None = None
+    adapter: str | None = None  # the LoRA adapter the step ran with (the tenant's name)
     #: a resumable run's step: its ``run_steps`` row (but ``request_id``), in the same commit
     kept: Mapping[str, Any] | None = None
 
