@@ -17,6 +17,9 @@ from app import data
 from app.client import ApiError
 
 KEY = "wf_draft"
+#: New workflows' drafts not saved yet, by name: kept while another workflow is shown, so that
+#: picking one again (or a rerun that briefly showed another) never loses its edits.
+UNSAVED = "wf_unsaved"
 
 
 @dataclass
@@ -32,6 +35,31 @@ class Draft:
 
 def current() -> Draft | None:
     return st.session_state.get(KEY)
+
+
+def start(draft: Draft) -> None:
+    """Open ``draft``, a new workflow's (``base`` None), and keep it until it is saved."""
+    st.session_state[KEY] = draft
+    st.session_state.setdefault(UNSAVED, {})[draft.name] = draft
+
+
+def unsaved_names(saved: list[str]) -> list[str]:
+    """Names of kept drafts not saved yet (those saved meanwhile are dropped)."""
+    kept = st.session_state.setdefault(UNSAVED, {})
+    for name in [n for n in kept if n in saved]:
+        del kept[name]
+    return sorted(kept)
+
+
+def resume(name: str) -> Draft:
+    """Open the kept unsaved draft ``name`` again, edits and all (a new ``rev``, so views
+    built for the draft shown before are rebuilt)."""
+    draft = st.session_state[UNSAVED][name]
+    found = current()
+    if found is not draft:
+        draft.rev = max(draft.rev, found.rev if found is not None else 0) + 1
+        st.session_state[KEY] = draft
+    return draft
 
 
 def load(name: str, version: str | None, spec: dict[str, Any]) -> Draft:

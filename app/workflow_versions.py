@@ -39,8 +39,10 @@ def _start(name: str, template: str, names: Sequence[str]) -> None:
         st.session_state[NEW_ERROR] = f"a workflow {name!r} exists; pick it above instead"
     else:
         st.session_state.pop(NEW_ERROR, None)
-        st.session_state[workflow_draft.KEY] = workflow_draft.Draft(
-            name, None, workflow_templates.from_template(template, name), rev=1
+        found = workflow_draft.current()
+        rev = found.rev + 1 if found is not None else 1
+        workflow_draft.start(
+            workflow_draft.Draft(name, None, workflow_templates.from_template(template, name), rev)
         )
         st.session_state[PENDING] = (name, None)
     st.rerun()

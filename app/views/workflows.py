@@ -25,8 +25,7 @@ except ApiError as err:
     st.stop()
 names = sorted({w["name"] for w in flows})
 wv.new_workflow(names)
-draft = workflow_draft.current()
-unsaved = [draft.name] if draft and draft.base is None and draft.name not in names else []
+unsaved = workflow_draft.unsaved_names(names)
 if not names + unsaved:
     st.info("No workflows yet: start one above.")
     st.stop()
@@ -46,6 +45,7 @@ if versions:
     draft = workflow_draft.load(name, chosen, flow["spec"])
     c2.caption(f"Status: {flow['status']} · the editor's draft starts from this version")
 else:
+    draft = workflow_draft.resume(name)
     c2.caption("Not saved yet: save the draft to make version 1.")
 
 report = workflow_draft.report(draft)

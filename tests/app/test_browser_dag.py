@@ -44,11 +44,26 @@ def _select(page, label: str, option: str) -> None:  # noqa: ANN001
     page.get_by_role("option", name=option, exact=True).click()
 
 
+def _on_the_draft(page) -> None:  # noqa: ANN001
+    """Show the unsaved "drawn" draft again when the page shows another workflow: a rerun that
+    the canvas starts while it mounts can carry the workflow picked before "Start draft". The
+    page keeps unsaved drafts by name, so picking it again brings its edits back (as an
+    operator would; the saved spec checked at the end proves nothing was lost)."""
+    if page.get_by_text("Not saved yet: save the draft").count():
+        return
+    page.locator('[data-testid="stSelectbox"]').filter(
+        has=page.get_by_text("Workflow", exact=True)
+    ).first.click()
+    page.get_by_role("option", name="drawn", exact=True).click()
+    b.settle(page)
+
+
 def _add(page, node_id: str, kind: str) -> None:  # noqa: ANN001
     """Add a node in the side panel until the canvas shows it: a click sent while the canvas
     remounts (it reruns the page when mounted) can be dropped by Streamlit, as an operator's
     would be, and is made again (at most three times)."""
     for _ in range(3):
+        _on_the_draft(page)
         page.get_by_label("New node id").fill(node_id)
         _select(page, "Runs", kind)
         page.get_by_role("button", name="Add node").click()
@@ -116,6 +131,7 @@ def _connect(page, source: str, target: str) -> None:  # noqa: ANN001
     under it, as an operator's would be, and is made again (at most four times)."""
     arrow = f'.react-flow__edge[aria-label="Edge from {source} to {target}"]'
     for attempt in range(4):
+        _on_the_draft(page)
         try:
             _drag(page, _canvas(page), source, target)
         except PlaywrightError:  # the canvas was remounted under the drag
@@ -140,6 +156,7 @@ def _save(page, stack: b.Stack) -> None:  # noqa: ANN001
     can be dropped); the confirmation itself can be redrawn away by that rerun, so the API,
     not the message, says whether the save happened."""
     for _ in range(3):
+        _on_the_draft(page)
         page.get_by_role("button", name="Save as version 1").click()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -169,9 +186,11 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
             _connect(page, source, target)
         # the canvas draws an arrow at once; the draft takes it when the component's answer
         # reaches the server: wait until the YAML view of the draft holds all four
+        _on_the_draft(page)
         page.get_by_role("tab", name="YAML").click()
         expect(page.get_by_label("Spec (YAML)")).to_have_value(ALL_EDGES, timeout=60_000)
         page.get_by_role("tab", name="Node").click()
+        _on_the_draft(page)
         _select(page, "Selected node (or click one on the canvas)", "retrieve")
         b.settle(page)
         _select(page, "Model (for a task)", "minilm-embed:1")
@@ -179,6 +198,7 @@ def test_a_three_node_workflow_built_on_the_canvas_is_saved(stack: b.Stack) -> N
         b.settle(page)
         # a rerun briefly shows the old panel beside the new one: wait until one is left
         expect(page.get_by_label("Params (JSON or YAML)")).to_have_count(1, timeout=30_000)
+        _on_the_draft(page)
         _select(page, "Selected node (or click one on the canvas)", "answer")
         b.settle(page)
         _select(page, "Model (for a task)", "smollm2-135m:1")

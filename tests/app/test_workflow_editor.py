@@ -159,3 +159,22 @@ def test_the_yaml_view_and_the_panel_are_filled_again_after_visiting_another_pag
     assert at.session_state["wf_node"] == node
     assert at.text_area(key="wf_yaml").value == text
     assert at.session_state["wf_p_params"] == params
+
+
+def test_an_unsaved_new_workflow_keeps_its_edits_while_another_workflow_is_shown(
+    api, console
+) -> None:
+    """Showing another workflow (an operator's pick, or a rerun that briefly carried the old
+    selection) used to replace the new workflow's draft: picking it again found it gone."""
+    at = open_page(signed_in(console), "workflows.py")
+    at.text_input(key="wf_new_name").input("kept")
+    _press(at, "Start draft")
+    at.text_input(key="wf_new_node_id").input("first")
+    at.selectbox(key="wf_new_node_kind").select("embed")
+    _press(at, "Add node")
+    at.selectbox(key="wf_name").select("rag").run()
+    assert "kept" in at.selectbox(key="wf_name").options
+    at.selectbox(key="wf_name").select("kept").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "first" in at.text_area(key="wf_yaml").value
+    assert not _rows(api, "/admin/workflows", name="kept")  # still a draft only
