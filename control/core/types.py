@@ -73,6 +73,9 @@ class ModelSpec:
     #: is keyed ``name:version@precision`` and placed, routed and billed as a model of its own.
     precision: str = "fp32"
     base: str = ""
+    #: a variant's measured quality against its base (``ModelVariant.quality["score"]``);
+    #: None: not measured (never serves ``exact``, see ``control.core.variant_choice``)
+    quality_score: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -180,6 +183,9 @@ class Request:
     expires_at: float | None = None
     #: steps completed before a restart (a resumed run): done, not run again
     completed: tuple[DoneStep, ...] = ()
+    #: quality class asked for (``exact``/``balanced``/``fast``); None: the tenant's default,
+    #: else its priority class's (``control.core.variant_choice``)
+    quality: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")

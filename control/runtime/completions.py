@@ -49,7 +49,7 @@ from control.runtime import mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
 from control.runtime.timeline import TimelineBook
-from control.runtime.types import KeptOutput, StreamDelta, UsageRecord
+from control.runtime.types import KeptOutput, StreamDelta, UsageRecord, variant_note
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +195,7 @@ class Completions:
             batch_size=r.batch_size, prefix_hit_tokens=r.prefix_hit_tokens, ttft_ms=ttft_ms,
             kept=KeptOutput(item.node_id, item.chunk, r.label, r.item_count if r.ok else None,
                             r.output) if run.durable and r.output is not None else None,
+            variant_note=variant_note(item),
         )  # fmt: skip
         self.record_usage(run, rec)
 

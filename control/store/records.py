@@ -128,6 +128,8 @@ class TenantRecord:
     cohort_id: int | None
     created_at: datetime
     strict_priority: bool = False
+    quality: str | None = None
+    allow_degrade: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,10 @@ class RequestRecord:
     finished_at: datetime | None
     error: str | None
     result: dict[str, Any] | None
+    #: the quality class asked for (None: the tenant's default) and the steps that ran on
+    #: another precision variant than the preferred one: [{node, wanted, ran, kind, reason}]
+    quality: str | None = None
+    degradations: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,8 @@ class UsageRecord:
     device_ms: int
     cost_units: int
     recorded_at: datetime
+    #: the precision variant that ran (None: the base model)
+    variant: str | None = None
 
 
 @dataclass(frozen=True)

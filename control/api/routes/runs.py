@@ -54,7 +54,7 @@ async def create_run(
     digest = body_hash(f"workflow:{name}:{version}", body.model_dump(exclude={"mode", "timeout_s"}))
     started = await start_run(gw, who, (name, version), body.inputs, digest, key,
                               max_output_tokens=body.max_output_tokens,
-                              session_id=body.session_id,
+                              session_id=body.session_id, quality=body.quality,
                               announce_at_end=body.mode == "sync",
                               timeout_s=_timeout(gw, body))  # fmt: skip
     run_id = started.request.id

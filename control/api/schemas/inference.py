@@ -24,6 +24,9 @@ class RunCreate(Body):
     timeout_s: float | None = Field(None, gt=0, le=600, description="sync: 504 after this")
     max_output_tokens: int = Field(0, ge=0, le=MAX_TOKENS, description="0: the node's default")
     session_id: str | None = Field(None, max_length=200, description="routing affinity")
+    quality: Literal["exact", "balanced", "fast"] | None = Field(
+        None, description="which precision variant may serve it (None: the tenant's default)"
+    )
 
 
 class RunUsage(BaseModel):

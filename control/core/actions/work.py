@@ -10,6 +10,7 @@ from types import MappingProxyType
 from control.core.routing.base import RouteChoice
 from control.core.types import InputRef
 from control.core.values import value
+from control.core.variant_choice import VariantDecision
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
@@ -45,6 +46,8 @@ class BatchItem:
     #: the routing decision that queued it, with the scores of the best candidates (None: a
     #: host tool, or a step bound late without scoring while ``BindingConfig.explain`` is off)
     route: RouteChoice | None = None
+    #: which precision variant of the node's model runs it and why (None: no variants)
+    variant: VariantDecision | None = None
 
 
 @value
