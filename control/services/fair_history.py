@@ -139,5 +139,8 @@ class FairShareSampler:
 
     async def _loop(self) -> None:
         while True:
-            self.sample_now()
+            try:
+                self.sample_now()
+            except Exception:  # one bad sample must not end the history for good
+                log.exception("fair-share sample failed; the next tick tries again")
             await asyncio.sleep(self.every_s)

@@ -54,6 +54,8 @@ class Placement(Base):
         ForeignKey("placement_plans.id", ondelete="CASCADE"), index=True
     )
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="RESTRICT"))
+    #: the precision variant placed (a ModelVariant's precision; "": the base model)
+    variant: Mapped[str] = mapped_column(String(16), default="", server_default="")
     device_ids: Mapped[list[Any]] = mapped_column(JSON)
     replicas: Mapped[int] = mapped_column(default=1)
     pool: Mapped[str] = mapped_column(String(8), default="hot")

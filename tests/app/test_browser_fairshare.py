@@ -40,6 +40,15 @@ def _peak_share(stack: b.Stack, tenant: str, since: float) -> float:
                 for t in s["tenants"] if t["tenant"] == tenant), default=0.0)  # fmt: skip
 
 
+def _diagnosis(stack: b.Stack, since: float) -> str:
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    bursts = httpx.get(f"{stack.api_url}/admin/demo/bursts", headers=headers, timeout=10).json()
+    history = httpx.get(f"{stack.api_url}/admin/fair-share/history", params={"minutes": 2},
+                        headers=headers, timeout=10).json()  # fmt: skip
+    recent = [s for s in history["samples"] if s["at"] >= since]
+    return f"bursts: {bursts}; {len(recent)} samples since the start, last: {recent[-3:]}"
+
+
 def test_a_burst_started_on_the_page_moves_the_tenants_share(stack: b.Stack) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     with b.chromium_page(height=1400) as page:
@@ -53,10 +62,11 @@ def test_a_burst_started_on_the_page_moves_the_tenants_share(stack: b.Stack) -> 
         began = time.time()
         page.get_by_role("button", name="Start burst").click()
         page.get_by_text("Started burst-1").wait_for()
-        deadline = began + 40
+        deadline = began + 90  # the burst runs 20 s; a loaded machine serves it late
         while _peak_share(stack, "globex", began) < 0.9 and time.time() < deadline:
             page.wait_for_timeout(1000)
-        assert _peak_share(stack, "globex", began) >= 0.9  # the burst's tenant took the service
+        # the burst's tenant took the service (on failure: what the burst and history said)
+        assert _peak_share(stack, "globex", began) >= 0.9, _diagnosis(stack, began)
         page.wait_for_timeout(3000)  # a few more samples on the chart
         page.screenshot(path=str(SHOTS / "fairshare-burst.png"), full_page=True)
         chart = page.locator('[data-testid="stPlotlyChart"]').first

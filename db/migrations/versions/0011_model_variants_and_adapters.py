@@ -9,6 +9,7 @@
   one is saturated).
 * ``requests.quality`` (the class asked for) and ``requests.degradations`` (the steps that ran
   on another variant than the preferred one, and why).
+* ``placements.variant``: the precision variant a placement runs (``""``: the base model).
 * ``usage_entries.variant`` and ``usage_entries.adapter``: what really ran, as billed.
 * ``lora_adapters``: a tenant's PEFT adapter (a local folder) on a base generate model.
 
@@ -89,6 +90,8 @@ def upgrade() -> None:
     with op.batch_alter_table("requests") as batch:
         batch.add_column(sa.Column("quality", sa.String(16), nullable=True))
         batch.add_column(sa.Column("degradations", sa.JSON(), nullable=True))
+    with op.batch_alter_table("placements") as batch:
+        batch.add_column(sa.Column("variant", sa.String(16), nullable=False, server_default=""))
     with op.batch_alter_table("usage_entries") as batch:
         batch.add_column(sa.Column("variant", sa.String(16), nullable=True))
         batch.add_column(sa.Column("adapter", sa.String(100), nullable=True))
@@ -133,6 +136,8 @@ def downgrade() -> None:
     op.drop_table("lora_adapters")
     with op.batch_alter_table("usage_entries") as batch:
         batch.drop_column("adapter")
+        batch.drop_column("variant")
+    with op.batch_alter_table("placements") as batch:
         batch.drop_column("variant")
     with op.batch_alter_table("requests") as batch:
         batch.drop_column("degradations")
