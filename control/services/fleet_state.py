@@ -55,6 +55,8 @@ class FleetState:
     cost: CostModel
     model_refs: dict[str, ModelRef] = field(default_factory=dict)  # loadable models only
     real_devices: frozenset[str] = frozenset()
+    #: device id -> the precisions it runs (``Device.precisions``; absent or empty: any)
+    device_precisions: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def latency_model(self) -> TableLatencyModel:
         """A latency model over the measured rows (defaults where nothing is measured)."""
@@ -179,6 +181,7 @@ def load_fleet_state(session: Session, *, include_declared: bool = True) -> Flee
         cost=CostModel(weights),
         model_refs=refs,
         real_devices=frozenset(d.name for d in device_rows if d.is_real),
+        device_precisions={d.name: frozenset(d.precisions or ()) for d in device_rows},
     )
 
 
@@ -209,7 +212,8 @@ def _active_placement(session: Session, device_names: dict[int, str]) -> tuple[P
     for p in session.query(m.Placement).filter_by(plan_id=plan.id).order_by(m.Placement.id):
         names = tuple(device_names[i] for i in p.device_ids if i in device_names)
         if names:
-            out.append(PlannedReplica(models[p.model_id], names, p.replicas, p.pool))
+            key = profile_key(models[p.model_id], p.variant)
+            out.append(PlannedReplica(key, names, p.replicas, p.pool))
     return tuple(out)
 
 

@@ -20,9 +20,10 @@ from dataclasses import replace
 
 from sqlalchemy.orm import Session
 
+from control.core.placement.inputs import ModelEntry
 from control.core.tenancy.cost import ModelCostWeight
 from control.core.types import ModelSpec
-from control.core.variants import variant_key
+from control.core.variants import precision_of, variant_key
 from control.executor.protocol import ModelRef
 from db import models as m
 
@@ -80,5 +81,19 @@ def with_variants(
 
 
 def profile_key(base_key: str, variant: str) -> str:
-    """Key of a latency profile row: the base's, or its variant's (``variant`` non-empty)."""
+    """Key of a latency profile row or a stored placement: the base's, or its variant's
+    (``variant`` non-empty)."""
     return variant_key(base_key, variant) if variant else base_key
+
+
+def stored_variant(key: str) -> str:
+    """What a ``Placement.variant`` column holds for core key ``key`` ("" for a base key);
+    the row's ``model_id`` is the base's (``base_of(key)``)."""
+    return precision_of(key) or ""
+
+
+def placement_entry(spec: ModelSpec) -> ModelEntry:
+    """Placement's view of a model: a variant runs only at its own precision, so it is placed
+    only on devices whose ``precisions`` include it (or that declare none); a base model as
+    before (any precision)."""
+    return ModelEntry(spec, (spec.precision,) if spec.base else ())

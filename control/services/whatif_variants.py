@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from control.services.errors import ValidationError
 from control.services.fleet_state import model_key, workflow_spec
 from control.services.tenancy import HeadroomService
+from control.services.variant_catalog import profile_key
 from control.services.whatif_tenancy import quota_set, tenant_set
 from control.store.tenancy_snapshot import selector_matches
 from db import models as m
@@ -105,7 +106,7 @@ def _plan(session: Session, base: Mapping[str, Any], value: Any, where: str) -> 
     names = {d.id: d.name for d in session.query(m.Device)}
     models = {r.id: model_key(r) for r in session.query(m.ServedModel)}
     rows = session.query(m.Placement).filter_by(plan_id=plan.id).order_by(m.Placement.id)
-    return {"placement": [{"model_key": models[p.model_id], "replicas": p.replicas, "pool": p.pool,
+    return {"placement": [{"model_key": profile_key(models[p.model_id], p.variant), "replicas": p.replicas, "pool": p.pool,
                            "device_ids": [names[i] for i in p.device_ids]}
                           for p in rows if p.replicas > 0]}  # fmt: skip
 

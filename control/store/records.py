@@ -98,6 +98,8 @@ class PlacementRecord:
     replicas: int
     pool: str
     reason: str
+    #: the precision variant placed ("": the base model)
+    variant: str = ""
 
 
 @dataclass(frozen=True)
