@@ -196,6 +196,8 @@ def run_out(record: RequestRecord) -> RunOut:
         retry_after_s=result.get("retry_after_s") if record.status == "rejected" else None,
         received_at=record.received_at,
         finished_at=record.finished_at,
+        quality=record.quality,
+        degradations=record.degradations or None,
     )
 
 

@@ -206,6 +206,8 @@ class UsageRecord:
     recorded_at: datetime
     #: the precision variant that ran (None: the base model)
     variant: str | None = None
+    #: the LoRA adapter that ran (None: none)
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)
