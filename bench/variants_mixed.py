@@ -19,11 +19,13 @@ and, on the variants fleet first, the exact tenant alone (``solo``). Figures:
   over its p99 alone;
 * ``fast_throughput_gain`` (goal >= 1.3): the fast tenant's calls/s with the int8 variant over
   its calls/s with two fp32 replicas;
-* per phase: calls, calls/s, p50/p99 of each tenant; ``load_average`` before and after;
-  ``device_ms_per_call``: the ledger's mean worker time per call of each variant, over both
-  fleets (equal fp32 and int8 figures: the executor ran the int8 variant at fp32 -- until the
-  precision loading of issue 27 is in the executor it loads a variant's weights as they are,
-  and any gain can then come only from isolating the tenants, not from cheaper kernels).
+* per phase: calls, calls/s, p50/p99 of each tenant; in each mixed phase ``mean_batch`` (items
+  per batch the core formed) and ``device_ms_per_call``: the ledger's mean worker time per call
+  of each variant (a batch's time shared among its items); ``load_average`` before and after.
+
+Until the precision loading of issue 27 is in the executor, it loads a variant's weights as
+they are: the "int8" replica then runs MiniLM at fp32, and any gain comes from how the core
+splits the tenants between the replicas (batching, isolation), not from cheaper kernels.
 
 Run: ``python bench/variants_mixed.py`` (prints one JSON object). Never a timed test.
 """
@@ -157,7 +159,13 @@ async def _fleet(root: Path, services: Any, keys: dict[str, str], second: str,
     try:
         await _phase(base, keys, fast=True)  # warm-up (both replicas loaded and called)
         phases = {"solo": await _phase(base, keys, fast=False)} if solo else {}
+        first, before = _last_entry(services), _batches(inference)
         phases["mixed"] = await _phase(base, keys, fast=True)
+        after = _batches(inference)
+        phases["mixed"]["mean_batch"] = round(
+            (after[0] - before[0]) / max(1.0, after[1] - before[1]), 1
+        )
+        phases["mixed"]["device_ms_per_call"] = _device_ms_per_call(services, first)
     finally:
         server.should_exit = True
         await task
@@ -165,15 +173,36 @@ async def _fleet(root: Path, services: Any, keys: dict[str, str], second: str,
     return phases
 
 
-def _device_ms_per_call(services: Any) -> dict[str, float]:
-    """Mean ledger ``device_ms`` per call of each variant that ran (the worker's own time, whole
-    ms): equal figures mean the int8 replica ran at fp32 speed."""
+def _last_entry(services: Any) -> int:
     with session_scope(services.factory) as session:
-        rows = session.query(m.UsageEntry.variant, m.UsageEntry.device_ms).all()
+        return max([0, *(i for (i,) in session.query(m.UsageEntry.id))])
+
+
+def _device_ms_per_call(services: Any, after: int) -> dict[str, float]:
+    """Mean ledger ``device_ms`` per call of each variant that ran since entry ``after`` (the
+    worker's time for the batch, shared among its items, whole ms)."""
+    with session_scope(services.factory) as session:
+        rows = (
+            session.query(m.UsageEntry.variant, m.UsageEntry.device_ms)
+            .filter(m.UsageEntry.id > after)
+            .all()
+        )
     out: dict[str, list[int]] = {}
     for variant, ms in rows:
         out.setdefault(variant or "fp32", []).append(ms)
     return {k: round(sum(v) / len(v), 2) for k, v in sorted(out.items())}
+
+
+def _batches(inference: Any) -> tuple[float, float]:
+    """(sum, count) of the runtime's batch-size histogram so far."""
+    total = count = 0.0
+    for metric in inference.runtime.metrics.registry.collect():
+        for sample in metric.samples:
+            if sample.name == "legato_batch_size_sum":
+                total += sample.value
+            elif sample.name == "legato_batch_size_count":
+                count += sample.value
+    return total, count
 
 
 def measure() -> dict[str, Any]:
@@ -186,7 +215,6 @@ def measure() -> dict[str, Any]:
         with session_scope(services.factory) as session:
             session.add(m.ModelVariant(model_id=model_id, precision="int8", quality={}))
         variants = asyncio.run(_fleet(root, services, keys, INT8, solo=True))
-        device_ms = _device_ms_per_call(services)
     solo_p99 = variants["solo"]["exact"]["p99_ms"]
     fast_fp32 = fp32["mixed"]["fast"]["calls_per_s"]
     return {
@@ -196,7 +224,6 @@ def measure() -> dict[str, Any]:
         "fp32": fp32["mixed"],
         "variants": variants["mixed"],
         "solo": variants["solo"],
-        "device_ms_per_call": device_ms,
         "exact_rps": EXACT_RPS, "fast_clients": FAST_CLIENTS, "seconds": SECONDS,
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }  # fmt: skip
