@@ -58,7 +58,9 @@ def tenant_body(values: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": values["name"], "weight": int(values["weight"]),
             "priority_class": values["priority_class"], "status": values["status"],
             "cohort_id": values["cohort_id"],
-            "strict_priority": bool(values["strict_priority"])}  # fmt: skip
+            "strict_priority": bool(values["strict_priority"]),
+            "quality": values.get("quality") or None,
+            "allow_degrade": bool(values.get("allow_degrade", False))}  # fmt: skip
 
 
 def schedules(change: Mapping[str, Any]) -> bool:

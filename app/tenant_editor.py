@@ -1,6 +1,7 @@
 """The tenant editor of the Tenants page: pick a tenant (or a new one); edit its name, fair-share
-weight, priority class, status, cohort (move it between cohorts, or out of any) and strict
-priority; preview a change that alters scheduling in the twin, then save it through the admin
+weight, priority class, status, cohort (move it between cohorts, or out of any), strict
+priority, the default quality class of its runs and whether the core may degrade them to a
+cheaper precision variant when the preferred one is saturated; preview a change that alters scheduling in the twin, then save it through the admin
 API, which hands it to the running core at once. The API's refusal is shown under the field."""
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ from app import tenancy_preview, ui
 FORM = "tenant"
 NEXT = "te_pick_next"  # the tenant to show after a rerun (set where the picker already exists)
 NEW = NO_COHORT = 0  # the "New tenant" and "no cohort" choices (None would show as no choice)
+DEFAULT_QUALITY = "from priority class"  # quality None: the core maps the priority class
+QUALITIES = (DEFAULT_QUALITY, "exact", "balanced", "fast")
 
 
 def _values(found: dict[str, Any] | None) -> dict[str, Any]:
     """The editor's field values for tenant ``found`` (None: a new one)."""
     if found is None:
         return {"te_name": "", "te_weight": 1, "te_class": "standard", "te_status": "active",
-                "te_cohort": NO_COHORT, "te_strict": False}  # fmt: skip
+                "te_cohort": NO_COHORT, "te_strict": False, "te_quality": DEFAULT_QUALITY,
+                "te_degrade": False}  # fmt: skip
     return {"te_name": found["name"], "te_weight": found["weight"],
             "te_class": found["priority_class"], "te_status": found["status"],
-            "te_cohort": found["cohort_id"] or NO_COHORT, "te_strict": bool(found["strict_priority"])}  # fmt: skip
+            "te_cohort": found["cohort_id"] or NO_COHORT, "te_strict": bool(found["strict_priority"]),
+            "te_quality": found.get("quality") or DEFAULT_QUALITY,
+            "te_degrade": bool(found.get("allow_degrade"))}  # fmt: skip
 
 
 def _load(tenants: list[dict[str, Any]]) -> None:
@@ -56,8 +62,16 @@ def _fields(cohorts: dict[int, str]) -> dict[str, Any]:
         ui.field_error(FORM, "status")
         strict = st.checkbox("Strict priority", key="te_strict",
                              help="its higher-class work overtakes other tenants' lower classes")  # fmt: skip
+        quality = st.selectbox("Quality class", QUALITIES, key="te_quality",
+                               help="which precision variants may serve its runs by default")  # fmt: skip
+        ui.field_error(FORM, "quality")
+        degrade = st.checkbox("Allow degrading", key="te_degrade",
+                              help="run on a cheaper variant when the preferred one is saturated")  # fmt: skip
+        ui.field_error(FORM, "allow_degrade")
     return tf.tenant_body({"name": name, "weight": weight, "priority_class": klass,
-                           "status": status, "cohort_id": cohort or None, "strict_priority": strict})  # fmt: skip
+                           "status": status, "cohort_id": cohort or None, "strict_priority": strict,
+                           "quality": None if quality == DEFAULT_QUALITY else quality,
+                           "allow_degrade": degrade})  # fmt: skip
 
 
 def _picker(tenants: list[dict[str, Any]]) -> int:
@@ -87,7 +101,8 @@ def _save(pick: int, picked: dict[str, Any] | None, body: dict[str, Any]) -> Non
 def render(tenants: list[dict[str, Any]], cohorts: dict[int, str]) -> None:
     """The tenants table and the editor (preview in the twin, then save)."""
     frame = pd.DataFrame(tenants, columns=["id", "name", "weight", "priority_class", "status",
-                                           "cohort_id", "strict_priority"])  # fmt: skip
+                                           "cohort_id", "strict_priority", "quality",
+                                           "allow_degrade"])  # fmt: skip
     frame.insert(6, "cohort", frame["cohort_id"].map(cohorts))
     st.dataframe(frame.drop(columns=["cohort_id"]), hide_index=True, key="tenant_table")
     pick = _picker(tenants)

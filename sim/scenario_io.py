@@ -2,7 +2,8 @@
 
 The dict keys are the field names of the core's value types, so a row read from the database and
 a line of a scenario file say the same thing: ``devices`` (DeviceSpec fields), ``models``
-(ModelSpec fields plus ``cost_milli``), ``workflows`` (DAG spec dicts), ``placement``
+(ModelSpec fields plus ``cost_milli`` and ``variants``, its precision variants: see
+:mod:`sim.scenario_variants`), ``workflows`` (DAG spec dicts), ``placement``
 (``model_key``, ``device_ids``, ``replicas``, ``pool``), ``tenants`` / ``quotas`` / ``headroom``
 (TenantSpec / QuotaSpec / HeadroomSpec fields; headroom ``device_ids: "*"`` is every device),
 ``latency`` (inline ``tables`` and ``published`` slices: ``splitwise`` or ``public``, see
@@ -44,6 +45,7 @@ from sim.executor import SimExecutorConfig
 from sim.profiles.public import PublicProfile, public_profile
 from sim.profiles.splitwise import splitwise_rows
 from sim.scenario import LatencyTables, PlacedReplica, Scenario, Workload
+from sim.scenario_variants import VariantError, expand_variants, with_variant_rows
 
 #: Sections a variant merges key by key instead of replacing.
 MERGED_SECTIONS = ("core", "tenancy_manager", "executor", "workload")
@@ -210,9 +212,13 @@ def _tenancy_manager(raw: Mapping[str, Any]) -> TenancyManagerConfig:
 def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
     """Build and check a scenario; ScenarioError names the section of a bad value."""
     devices = tuple(_build("devices", DeviceSpec, d) for d in raw.get("devices") or ())
-    models_raw = [dict(m) for m in raw.get("models") or ()]
-    costs = {f"{m['name']}:{m['version']}": m.pop("cost_milli", 1000) for m in models_raw}
+    try:
+        models_raw, scales = expand_variants([dict(m) for m in raw.get("models") or ()])
+    except VariantError as exc:
+        raise ScenarioError(str(exc)) from None
+    prices = [m.pop("cost_milli", 1000) for m in models_raw]
     models = tuple(_build("models", ModelSpec, m) for m in models_raw)
+    costs = {m.key: price for m, price in zip(models, prices, strict=True)}  # variants' keys too
     ids = [d.device_id for d in devices]
     workload_raw = dict(raw.get("workload") or {})
     try:
@@ -233,7 +239,9 @@ def scenario_from_dict(raw: Mapping[str, Any]) -> Scenario:
             ),
             workload=_build("workload", Workload, workload_raw),
             tenancy=_tenancy(raw, ids),
-            latency=_latency(raw.get("latency") or {}, sorted({d.accelerator for d in devices})),
+            latency=with_variant_rows(
+                _latency(raw.get("latency") or {}, sorted({d.accelerator for d in devices})), scales
+            ),
             cost=CostModel({k: ModelCostWeight(int(v), int(v)) for k, v in costs.items()}),
             core_config=_core(raw.get("core") or {}, raw.get("interconnects")),
             tenancy_config=_tenancy_manager(raw.get("tenancy_manager") or {}),

@@ -63,6 +63,7 @@ async def start_run(
     *,
     max_output_tokens: int = 0,
     session_id: str | None = None,
+    quality: str | None = None,
     announce_at_end: bool = False,
     sampling: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
@@ -81,22 +82,13 @@ async def start_run(
                        headers={"Retry-After": str(max(1, math.ceil(refusal.retry_after_s)))})  # fmt: skip
     shape = await prompt_shape(gw, f"{workflow[0]}:{workflow[1]}", payload, sampling or {})
     call = RunCall(
-        tenant_id=who.tenant_id,
-        tenant_name=who.tenant_name,
-        actor=who.actor,
-        workflow_name=workflow[0],
-        workflow_version=workflow[1],
-        payload=payload,
-        body_hash=digest,
-        idempotency_key=key,
-        max_output_tokens=max_output_tokens,
-        session_id=session_id,
-        announce_at_end=announce_at_end,
-        sampling=dict(sampling or {}),
-        timeout_s=timeout_s,
-        prefix_blocks=shape.prefix_blocks,
+        tenant_id=who.tenant_id, tenant_name=who.tenant_name, actor=who.actor,
+        workflow_name=workflow[0], workflow_version=workflow[1], payload=payload,
+        body_hash=digest, idempotency_key=key, max_output_tokens=max_output_tokens,
+        session_id=session_id, quality=quality, announce_at_end=announce_at_end,
+        sampling=dict(sampling or {}), timeout_s=timeout_s, prefix_blocks=shape.prefix_blocks,
         prompt_tokens=shape.tokens,
-    )
+    )  # fmt: skip
     started = await inference.submit(call)
     if announce_at_end and not started.existing:
         door.hold(
@@ -204,6 +196,8 @@ def run_out(record: RequestRecord) -> RunOut:
         retry_after_s=result.get("retry_after_s") if record.status == "rejected" else None,
         received_at=record.received_at,
         finished_at=record.finished_at,
+        quality=record.quality,
+        degradations=record.degradations or None,
     )
 
 

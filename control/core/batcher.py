@@ -28,7 +28,7 @@ def _item(step: QueuedStep) -> BatchItem:
         ref.key, ref.run_id, ref.node_id, ref.attempt, ref.chunk, ref.idempotency_key,
         node.kind, ref.inputs, step.input_tokens, step.max_output_tokens, step.prefix_blocks,
         step.hit_blocks, node.params, step.work.arrival, step.arrival, step.route,
-        step_adapter(step),
+        step_adapter(step), step.variant,
     )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ from control.core.routing.transfer import TransferCosts
 from control.core.tenancy.base import TenancyPolicy
 from control.core.tenancy.cost import CostModel
 from control.core.types import BLOCK_TOKENS
+from control.core.variant_config import VariantChoiceConfig
 
 #: ``CoreConfig.step_order`` values (``control.core.step_order`` explains them).
 STEP_ORDERS = ("arrival", "critical_path")
@@ -123,6 +124,12 @@ class CoreConfig:
                           "the baseline's error rate and p99, samples needed)"},
     )  # fmt: skip
 
+    variants: VariantChoiceConfig = field(
+        default_factory=VariantChoiceConfig,
+        metadata={"help": "which precision variant runs a step: quality floors, when a "
+                          "saturated variant may be degraded to a cheaper one"},
+    )  # fmt: skip
+
     def __post_init__(self) -> None:
         if not self.request_ids_kept_s > 0:
             raise ValueError(f"request_ids_kept_s must be > 0, got {self.request_ids_kept_s!r}")
@@ -168,6 +175,8 @@ class Policies:
         self.routing = routing
         self.rng = rng
         self.reserved_devices: frozenset[str] = frozenset()
+        #: tenant id -> (default quality class, allows degrading): follows the tenancy config
+        self.tenant_quality: dict[str, tuple[str | None, bool]] = {}
 
 
 class CoreState:

@@ -226,7 +226,12 @@ class ControlCore:
 
     def _on_model(self, event: object, now: float) -> None:
         model = event.model  # type: ignore[attr-defined]
-        self._st.catalog.models[model.key] = model
+        catalog = self._st.catalog
+        catalog.models[model.key] = model
+        if model.base:
+            keys = catalog.variants.setdefault(model.base, [])
+            if model.key not in keys:
+                keys.append(model.key)
         caps = self._st.cluster.replica_caps  # autoscaling (``autoscaler``): on while capped
         if model.max_replicas is None:
             caps.pop(model.key, None)
@@ -267,3 +272,4 @@ class ControlCore:
         pol = self._st.pol
         pol.tenancy.configure(config, now)
         pol.reserved_devices = frozenset(d for h in config.headroom for d in h.device_ids)
+        pol.tenant_quality = {t.tenant_id: (t.quality, t.allow_degrade) for t in config.tenants}

@@ -22,6 +22,7 @@ from control.core.loads import evict
 from control.core.parts import ActionLog, Catalog, Queues, Rollouts, Timers
 from control.core.state import QueuedStep
 from control.core.types import ReplicaState
+from control.core.variant_route import choose_for_step
 
 
 def scale_to_zero(
@@ -58,11 +59,18 @@ def scale_to_zero(
     timers.idle_check_at = check_at
 
 
-def served_key(catalog: Catalog, cluster: Cluster, step: QueuedStep) -> str | None:
+def served_key(
+    pol: Policies, catalog: Catalog, cluster: Cluster, queues: Queues, step: QueuedStep,
+    now: float,
+) -> str | None:  # fmt: skip
     """The model key a step is served by: a canary's choice (``pick_canary``), then a
-    rollout's weighted split (``pick_variant``), else its own key."""
+    rollout's weighted split (``pick_variant``), then, for a base model with precision
+    variants, the variant its request's quality class chooses (``variant_route``)."""
     if catalog.canaries:
         step.model_key = pick_canary(catalog, cluster, step) or step.model_key
+    base = step.node.model or ""
+    if base in catalog.variants and base not in catalog.splits and base not in catalog.canaries:
+        return choose_for_step(pol, catalog, cluster, queues, step, now)  # chosen afresh
     return pick_variant(catalog, step) if catalog.splits else step.model_key
 
 

@@ -61,6 +61,8 @@ class Catalog:
         self.workflows: dict[str, CompiledDag] = {}
         self.splits: Splits = {}
         self.canaries: dict[str, Canary] = {}
+        #: base model key -> keys of its precision variants (``control.core.variant_choice``)
+        self.variants: dict[str, list[str]] = {}
         self.estimates: dict[tuple[str, int, int], tuple[int, int]] = {}
 
     def add_workflow(self, name: str, dag: CompiledDag) -> None:

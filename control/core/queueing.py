@@ -83,7 +83,7 @@ def route(
 ) -> bool:  # fmt: skip
     """Queue a model step on the best replica, loading one if needed. Returns False when the
     step cannot be placed anywhere now (it then waits in ``unplaced`` with a reason)."""
-    step.model_key = served_key(catalog, cluster, step)
+    step.model_key = served_key(pol, catalog, cluster, queues, step, now)
     model = catalog.models[step.model_key or ""]
     candidates = cluster.serving(model.key)
     late = pol.config.binding.enabled

@@ -17,6 +17,7 @@ from control.core.routing.prefix_index import PrefixIndex
 from control.core.tenancy.base import QueuedWork
 from control.core.types import DeviceSpec, ModelSpec, ReplicaState, Request
 from control.core.values import record
+from control.core.variant_choice import VariantDecision
 
 
 class QueuedStep:
@@ -26,7 +27,7 @@ class QueuedStep:
         "ref", "key", "run", "node", "model_key", "input_tokens", "max_output_tokens",
         "prefix_blocks", "arrival", "cost_units", "est_us", "work", "replica_id", "batch_id",
         "hit_blocks", "dispatched_at", "input_devices", "input_bytes", "pending_model", "est_dt",
-        "route",
+        "route", "variant",
     )  # fmt: skip
 
     def __init__(self, ref: StepRef, run: RunRecord, node: NodeSpec, work: QueuedWork) -> None:
@@ -52,6 +53,8 @@ class QueuedStep:
         self.pending_model: str | None = None  # model whose pending queue holds it (unbound)
         self.est_dt: str | None = None  # device type ``est_us`` was predicted for
         self.route: RouteChoice | None = None  # the routing decision that queued it last
+        #: which precision variant serves it and why (``variant_choice``; None: no variants)
+        self.variant: VariantDecision | None = None
 
     def prefill_tokens(self, block_tokens: int) -> int:
         """The prompt tokens its replica computes: all but the predicted prefix cache hit."""

@@ -78,6 +78,9 @@ class ModelSpec:
     #: held (used when the adapter has no measured load time)
     max_adapters: int = 8
     adapter_load_s: float = 0.2
+    #: a variant's measured quality against its base (``ModelVariant.quality["score"]``);
+    #: None: not measured (never serves ``exact``, see ``control.core.variant_choice``)
+    quality_score: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.task in TASKS, "ModelSpec", "task", self.task, f"one of {TASKS}")
@@ -195,6 +198,9 @@ class Request:
     adapter: str = ""
     adapter_model: str = ""
     adapter_load_s: float = 0.0
+    #: quality class asked for (``exact``/``balanced``/``fast``); None: the tenant's default,
+    #: else its priority class's (``control.core.variant_choice``)
+    quality: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.prompt_tokens >= 0, "Request", "prompt_tokens", self.prompt_tokens, ">= 0")

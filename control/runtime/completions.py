@@ -49,7 +49,7 @@ from control.runtime import lora, mapping
 from control.runtime.metrics import RuntimeMetrics
 from control.runtime.state import Complete, Ingest, PendingBatch, Record, RunState
 from control.runtime.timeline import TimelineBook
-from control.runtime.types import KeptOutput, StreamDelta, UsageRecord
+from control.runtime.types import KeptOutput, StreamDelta, UsageRecord, variant_note
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,7 @@ class Completions:
             adapter=lora.billed_name(run.sampling) if item.adapter else None,
             kept=KeptOutput(item.node_id, item.chunk, r.label, r.item_count if r.ok else None,
                             r.output) if run.durable and r.output is not None else None,
+            variant_note=variant_note(item),
         )  # fmt: skip
         self.record_usage(run, rec)
 

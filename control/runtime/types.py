@@ -83,6 +83,9 @@ class UsageRecord:
     ttft_ms: float | None = None
     #: generate: the LoRA adapter it ran with, as the tenant names it (None: none)
     adapter: str | None = None
+    #: the step ran on another precision variant than its class preferred:
+    #: {node, wanted, ran, kind, reason} (None: it ran on the preferred one, or no variants)
+    variant_note: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -187,3 +190,13 @@ class RunHandle:
         if not self._wake.done():
             self._wake.set_result(None)
         self._wake = self._loop.create_future()
+
+
+def variant_note(item: Any) -> dict[str, str] | None:
+    """The run record's note of a dispatched step (``BatchItem``) that ran on another precision
+    variant than its quality class preferred; None when it ran on the preferred one."""
+    d = item.variant
+    if d is None or d.ran == d.wanted:
+        return None
+    return {"node": item.node_id, "wanted": d.wanted, "ran": d.ran, "kind": d.kind,
+            "reason": d.reason}  # fmt: skip

@@ -6,7 +6,8 @@ whose weights are local, the executor's ``ModelRef``. The live driver, the twin'
 and the API all start from this one function, so they see the same fleet.
 
 Naming: a device's ``name`` is its id everywhere (``cpu:0``, ``cuda:1``, ``gpu-a-2``); a model's
-core key is ``name:version``; a workflow's core key is ``name:version`` too.
+core key is ``name:version``, a precision variant's ``name:version@precision``
+(:mod:`control.services.variant_catalog`); a workflow's core key is ``name:version`` too.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from control.core.tenancy.cost import CostModel, ModelCostWeight
 from control.core.types import DeviceSpec, ModelSpec
 from control.executor.protocol import ModelRef
 from control.services.model_sources import PACKAGE_SOURCE_KINDS
+from control.services.variant_catalog import profile_key, with_variants
 from control.store.tenancy_snapshot import load_tenancy_config
 from db import models as m
 
@@ -53,6 +55,8 @@ class FleetState:
     cost: CostModel
     model_refs: dict[str, ModelRef] = field(default_factory=dict)  # loadable models only
     real_devices: frozenset[str] = frozenset()
+    #: device id -> the precisions it runs (``Device.precisions``; absent or empty: any)
+    device_precisions: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def latency_model(self) -> TableLatencyModel:
         """A latency model over the measured rows (defaults where nothing is measured)."""
@@ -156,7 +160,10 @@ def load_fleet_state(session: Session, *, include_declared: bool = True) -> Flee
     refs = {model_key(r): ref for r in model_rows if (ref := model_ref(r)) is not None}
     if not include_declared:
         model_rows = [r for r in model_rows if model_key(r) in refs]
-    models = tuple(s for r in model_rows if (s := model_spec(r)) is not None)
+    specs = {r.id: s for r in model_rows if (s := model_spec(r)) is not None}
+    weights = {model_key(r): _weight(r) for r in model_rows}
+    variants = with_variants(session, specs, refs, weights)  # fills refs and weights
+    models = (*specs.values(), *variants)
     workflows = tuple(
         workflow_spec(w)
         for w in session.query(m.Workflow).order_by(m.Workflow.id)
@@ -171,9 +178,10 @@ def load_fleet_state(session: Session, *, include_declared: bool = True) -> Flee
         latency_rows=_latency_rows(session),
         decode_rows=_decode_rows(session),
         load_rows=_load_rows(model_rows, devices),
-        cost=CostModel({model_key(r): _weight(r) for r in model_rows}),
+        cost=CostModel(weights),
         model_refs=refs,
         real_devices=frozenset(d.name for d in device_rows if d.is_real),
+        device_precisions={d.name: frozenset(d.precisions or ()) for d in device_rows},
     )
 
 
@@ -204,14 +212,15 @@ def _active_placement(session: Session, device_names: dict[int, str]) -> tuple[P
     for p in session.query(m.Placement).filter_by(plan_id=plan.id).order_by(m.Placement.id):
         names = tuple(device_names[i] for i in p.device_ids if i in device_names)
         if names:
-            out.append(PlannedReplica(models[p.model_id], names, p.replicas, p.pool))
+            key = profile_key(models[p.model_id], p.variant)
+            out.append(PlannedReplica(key, names, p.replicas, p.pool))
     return tuple(out)
 
 
 def _profile_rows(session: Session) -> list[tuple[str, m.ModelLatencyProfile]]:
     models = {r.id: model_key(r) for r in session.query(m.ServedModel)}
     return [
-        (models[p.model_id], p)
+        (profile_key(models[p.model_id], p.variant), p)
         for p in session.query(m.ModelLatencyProfile).order_by(m.ModelLatencyProfile.id)
     ]
 

@@ -217,9 +217,8 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             prefix_blocks=call.prefix_blocks,
             max_output_tokens=call.max_output_tokens,
             idempotency_key=call.idempotency_key,
-            deadline=deadline,
-            expires_at=expires_at,
-        )
+            deadline=deadline, expires_at=expires_at, quality=record.quality,
+        )  # fmt: skip
         trace = RunTrace(accepted_at=self.clock.monotonic())
         run = RunRequest(core_request, dict(call.payload), dict(call.sampling),
                          durable=not call.announce_at_end, completed=completed)  # fmt: skip
@@ -260,6 +259,7 @@ class InferenceService(RecoveryMixin, SettleMixin, ReadsMixin, CancelMixin):
             body_hash=call.body_hash,
             priority_class=priority or call.priority_class or self.catalog.priority_of(call.tenant_name),
             received_at=self.clock.utcnow(), idempotency_key=key, inputs=self._inputs(call),
+            quality=call.quality,
         )  # fmt: skip
 
     def _inputs(self, call: RunCall) -> dict[str, Any]:

@@ -43,6 +43,8 @@ class RunCall:
     prefix_blocks: tuple[int, ...] = ()
     #: the generate prompt's real token count when the gateway tokenized it (0: estimate)
     prompt_tokens: int = 0
+    #: the quality class asked for (``exact``/``balanced``/``fast``; None: the tenant's)
+    quality: str | None = None
 
 
 @dataclass(frozen=True)

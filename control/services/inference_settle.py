@@ -21,6 +21,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from control.clock import Clock
+from control.core.variants import base_of, precision_of
 from control.runtime.types import RunHandle, RunResult, UsageRecord
 from control.services.run_records import AcceptRequest, BillStep, FinishRequest
 from control.services.run_results import RunTrace, StepTiming, device_ms, result_body
@@ -81,7 +82,8 @@ class SettleMixin:
             request_id=usage.request_id, node_id=usage.node_id, attempt=str(usage.attempt),
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             device_ms=device_ms(usage), cost_units=usage.cost_units, recorded_at=self.clock.utcnow(),
-            model_id=self.model_ids.get(usage.model), device_id=self.device_ids.get(usage.device),
+            model_id=self.model_ids.get(base_of(usage.model)),
+            device_id=self.device_ids.get(usage.device), variant=precision_of(usage.model),
             kept=kept_row(usage), adapter=usage.adapter,
         )  # fmt: skip
         if live is None or not live.writes:
@@ -122,7 +124,9 @@ class SettleMixin:
             self._queue_writes(live)
             status, body, error = result_body(result, live.trace, refs)
             started = started_at(live.trace, self.clock) if status != "rejected" else None
-            finish = FinishRequest(request_id, status, self.clock.utcnow(), body, error, started)
+            notes = [s.usage.variant_note for s in live.trace.steps if s.usage.variant_note]
+            finish = FinishRequest(request_id, status, self.clock.utcnow(), body, error, started,
+                                   degradations=notes or None)  # fmt: skip
             # told as the commit is done, not a loop iteration later (see writer.submit)
             self.writer.submit(finish, partial(self._on_recorded, request_id, live, finish))
         except Exception:  # a settle that fails must not kill the loop; the row stays open
@@ -180,6 +184,7 @@ def ended(record: rec.RequestRecord, finish: FinishRequest) -> rec.RequestRecord
         priority_class=record.priority_class, received_at=record.received_at,
         started_at=finish.started_at, first_token_at=record.first_token_at,
         finished_at=finish.finished_at, error=finish.error, result=finish.result,
+        quality=record.quality, degradations=finish.degradations,
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from control.services.base import CrudService, Reference
 from control.services.errors import Conflict, UnknownReference, ValidationError
 from control.store import records as rec
 from control.store import repositories as repo
+from db import models as m
 from db import vocab
 
 
@@ -59,7 +60,9 @@ def _device_group(value: Any) -> bool:
 
 
 class PlacementService(CrudService[rec.PlacementRecord]):
-    """Replicas of a model on a device group; every device id must name a device."""
+    """Replicas of a model on a device group; every device id must name a device. ``variant``
+    (a precision, "" the base) must be an active ``ModelVariant`` of the model, and every
+    device of the group must run that precision (its ``precisions`` name it, or are empty)."""
 
     entity = "placement"
     repository = repo.PlacementRepository
@@ -68,7 +71,9 @@ class PlacementService(CrudService[rec.PlacementRecord]):
         r.at_least("replicas", 1),
         r.one_of("pool", vocab.POOL_KINDS),
         r.free_text("reason"),
-    )
+        r.Rule("variant", lambda v: v == "" or v in vocab.PRECISIONS,
+               f"must be empty (the base) or one of {', '.join(vocab.PRECISIONS)}"),
+    )  # fmt: skip
     references = (
         Reference("plan_id", repo.PlacementPlanRepository, "placement_plan"),
         Reference("model_id", repo.ModelRepository, "model"),
@@ -88,3 +93,19 @@ class PlacementService(CrudService[rec.PlacementRecord]):
                 f"model {model.name} runs on groups of {model.tp_degree} devices "
                 "(its tensor-parallel degree)",
             )
+        if merged.get("variant"):
+            check_variant(session, merged["model_id"], merged["variant"], wanted)
+
+
+def check_variant(session: Session, model_id: int, precision: str, device_ids: list[int]) -> None:
+    """A placed variant exists (active) and every device of its group runs its precision."""
+    found = session.query(m.ModelVariant).filter_by(model_id=model_id, precision=precision)
+    if not any(v.status == "active" for v in found):
+        raise ValidationError(
+            "variant", precision, "no active variant of the model at this precision"
+        )
+    refused = sorted(d.name for d in session.query(m.Device).filter(m.Device.id.in_(device_ids))
+                     if d.precisions and precision not in d.precisions)  # fmt: skip
+    if refused:
+        raise ValidationError("device_ids", device_ids,
+                              f"devices {refused} do not run precision {precision}")  # fmt: skip

@@ -25,17 +25,18 @@ from control.core.placement import (
     PLACEMENT,
     ClusterSnapshot,
     DeviceEntry,
-    ModelEntry,
     PlacementPlan,
     PlanError,
     plan_with,
 )
 from control.core.placement.cold_pool import ColdPoolConfig
 from control.core.placement.planner import PlannerConfig
+from control.core.variants import base_of
 from control.services.audit import write_audit
 from control.services.errors import Conflict, ValidationError
 from control.services.fleet_state import FleetState, load_fleet_state, model_key
 from control.services.plan_demand import given_demand, observed_demand
+from control.services.variant_catalog import placement_entry, stored_variant
 from control.store.records import PlacementPlanRecord
 from control.store.repositories import PlacementPlanRepository
 from db import models as m
@@ -47,12 +48,13 @@ ENTITY = "placement_plan"
 def live_snapshot(fleet: FleetState, runnable: Collection[str] | None = None) -> ClusterSnapshot:
     """What the live runtime can run: up real devices, headroom on those, and the models it can
     load (``runnable``: the running runtime's model keys; None: those with loadable weights)."""
-    devices = tuple(DeviceEntry(d) for d in fleet.devices
+    devices = tuple(DeviceEntry(d, fleet.device_precisions.get(d.device_id, frozenset()))
+                    for d in fleet.devices
                     if d.device_id in fleet.real_devices and d.status == "up")  # fmt: skip
     ids = frozenset(d.device_id for d in devices)
     headroom = tuple(replace(h, device_ids=h.device_ids & ids) for h in fleet.tenancy.headroom)
     known = fleet.model_refs if runnable is None else runnable
-    models = tuple(ModelEntry(s) for s in fleet.models if s.key in known)
+    models = tuple(placement_entry(s) for s in fleet.models if s.key in known)
     return ClusterSnapshot(devices, models, headroom)
 
 
@@ -130,7 +132,8 @@ class PlanProposalService:
         placed = []
         for p in plan.placements:
             session.add(m.Placement(
-                plan_id=row.id, model_id=models[p.model_key],
+                plan_id=row.id, model_id=models[base_of(p.model_key)],
+                variant=stored_variant(p.model_key),
                 device_ids=[devices[d] for d in p.device_ids], replicas=p.replicas,
                 pool=p.pool, reason=p.reason,
             ))  # fmt: skip

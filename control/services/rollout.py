@@ -34,6 +34,7 @@ from control.services.inference_calls import ServiceUnavailable
 from control.services.placement import PlacementPlanService
 from control.services.ports import RolloutRuntime
 from control.services.rollout_record import ROLLBACK, audit_rollout, rollout_records
+from control.services.variant_catalog import profile_key
 from db import models as m
 from db.session import session_scope
 
@@ -124,7 +125,8 @@ class RolloutService:
             for p in rows:
                 devices = tuple(names[i] for i in p.device_ids if i in names)
                 if devices and all(d in real for d in devices):
-                    out.append((models[p.model_id], devices, int(p.replicas), str(p.pool)))
+                    key = profile_key(models[p.model_id], p.variant)
+                    out.append((key, devices, int(p.replicas), str(p.pool)))
         if not out:
             raise Conflict(f"placement_plan {plan_id} places nothing on a real device")
         return PlacementChanged(str(plan_id), tuple(out), reason=f"rollout of plan {plan_id}")

@@ -58,6 +58,7 @@ _ACCEPT_RULES = (
     r.text("workflow_name", 200),
     r.text("workflow_version", 64),
     r.one_of("priority_class", vocab.PRIORITY_CLASSES),
+    r.one_of("quality", vocab.QUALITY_CLASSES),
 )
 #: A step's ledger entry obeys the same rules as one recorded through the usage service.
 _BILL_RULES = USAGE_RULES
@@ -80,6 +81,7 @@ class AcceptRequest(runlog.AcceptRequest):
         received_at: datetime,
         idempotency_key: str | None = None,
         inputs: Mapping[str, Any] | None = None,
+        quality: str | None = None,
     ) -> AcceptRequest:
         values = {
             "tenant_id": tenant_id,
@@ -88,6 +90,7 @@ class AcceptRequest(runlog.AcceptRequest):
             "workflow_name": workflow_name,
             "workflow_version": workflow_version,
             "priority_class": priority_class,
+            "quality": quality,
         }
         for name in ("tenant_id", "body_hash", "workflow_name", "workflow_version"):
             if values[name] is None:

@@ -24,7 +24,8 @@ class CohortService(CrudService[rec.CohortRecord]):
 
 class TenantService(CrudService[rec.TenantRecord]):
     """Tenants: unique name, fair-share weight > 0, default priority class, cohort, and
-    ``strict_priority`` (its work overtakes other tenants' lower classes, bounded)."""
+    ``strict_priority`` (its work overtakes other tenants' lower classes, bounded), the default
+    ``quality`` class of its requests and ``allow_degrade`` (precision variants)."""
 
     entity = "tenant"
     repository = repo.TenantRepository
@@ -34,6 +35,8 @@ class TenantService(CrudService[rec.TenantRecord]):
         r.one_of("priority_class", vocab.PRIORITY_CLASSES),
         r.one_of("status", vocab.TENANT_STATUSES),
         r.boolean("strict_priority"),
+        r.one_of("quality", vocab.QUALITY_CLASSES),
+        r.boolean("allow_degrade"),
     )
     references = (Reference("cohort_id", repo.CohortRepository, "cohort"),)
     unique_keys = (("name",),)

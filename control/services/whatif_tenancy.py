@@ -101,7 +101,9 @@ def _one_tenant(session: Session, base: Mapping[str, Any], item: dict, where: st
             "priority_class": item.get("priority_class", row.priority_class),
             "cohort": session.get(m.Cohort, cohort).name if cohort is not None else None,
             "status": item.get("status", row.status),
-            "strict_priority": bool(item.get("strict_priority", row.strict_priority))}  # fmt: skip
+            "strict_priority": bool(item.get("strict_priority", row.strict_priority)),
+            "quality": item.get("quality", row.quality),
+            "allow_degrade": bool(item.get("allow_degrade", row.allow_degrade))}  # fmt: skip
     if spec["status"] == "retired":  # the core no longer knows it, nor its quotas
         return {"tenants": tenants, "quotas": [q for q in quotas if q["tenant_id"] != row.name]}
     return {"tenants": [*tenants, spec], "quotas": quotas}
@@ -109,7 +111,8 @@ def _one_tenant(session: Session, base: Mapping[str, Any], item: dict, where: st
 
 def tenant_set(session: Session, base: Mapping[str, Any], value: Any, where: str) -> dict:
     """Tenants as the operator would save them: ``{"id", <fields>}`` changes stored tenant
-    ``id`` (weight, priority_class, cohort_id, status, strict_priority, name)."""
+    ``id`` (weight, priority_class, cohort_id, status, strict_priority, quality,
+    allow_degrade, name)."""
     current = {"tenants": base.get("tenants") or (), "quotas": base.get("quotas") or ()}
     for i, item in enumerate(_items(value, where, "tenant changes")):
         current = _one_tenant(session, current, item, f"{where}[{i}]")

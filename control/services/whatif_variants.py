@@ -4,7 +4,8 @@ An operator previews a change as they would save it: a headroom reservation (``h
 a new reserved share for every reservation (``headroom_reserved_milli``), quotas scaled
 (``quota_scale_milli``), quotas created, edited or deleted (``quota_set``), tenants changed
 (``tenant_set``; both in ``whatif_tenancy``), a stored placement plan (``plan_id``), a workflow
-version (``workflow``). ``resolve_variants`` turns each into the twin's sections against the baseline,
+version (``workflow``), one more replica of a model or precision variant (``replica_add``).
+``resolve_variants`` turns each into the twin's sections against the baseline,
 with the same checks a save would make, so a preview never shows a change that could not be
 saved; what it refuses raises ``ValidationError`` naming the variant's field. Reads only.
 """
@@ -20,10 +21,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from control.services.errors import ValidationError
 from control.services.fleet_state import model_key, workflow_spec
 from control.services.tenancy import HeadroomService
+from control.services.variant_catalog import profile_key
 from control.services.whatif_tenancy import quota_set, tenant_set
 from control.store.tenancy_snapshot import selector_matches
 from db import models as m
 from sim.scenario_io import apply_variant
+from sim.scenario_variants import VariantError, add_replica
 
 
 def dag_dict(spec: Any) -> dict[str, Any]:
@@ -105,7 +108,7 @@ def _plan(session: Session, base: Mapping[str, Any], value: Any, where: str) -> 
     names = {d.id: d.name for d in session.query(m.Device)}
     models = {r.id: model_key(r) for r in session.query(m.ServedModel)}
     rows = session.query(m.Placement).filter_by(plan_id=plan.id).order_by(m.Placement.id)
-    return {"placement": [{"model_key": models[p.model_id], "replicas": p.replicas, "pool": p.pool,
+    return {"placement": [{"model_key": profile_key(models[p.model_id], p.variant), "replicas": p.replicas, "pool": p.pool,
                            "device_ids": [names[i] for i in p.device_ids]}
                           for p in rows if p.replicas > 0]}  # fmt: skip
 
@@ -127,6 +130,15 @@ def _workflow(session: Session, base: Mapping[str, Any], value: Any, where: str)
     }
 
 
+def _replica_add(session: Session, base: Mapping[str, Any], value: Any, where: str) -> dict:
+    """One more replica of a model or precision variant (``{model_key, device_ids}``) on top of
+    the baseline's placement: "add an int8 replica" against "add a second fp32 one"."""
+    try:
+        return add_replica(base, value)
+    except VariantError as exc:
+        raise ValidationError(where, value, str(exc)) from None
+
+
 #: Operator-level changes a what-if variant may name, each turned into the twin's sections
 #: against the baseline so far. Any other key is a twin section and passes through unchanged.
 VARIANT_KNOBS: dict[str, Knob] = {
@@ -137,6 +149,7 @@ VARIANT_KNOBS: dict[str, Knob] = {
     "tenant_set": tenant_set,
     "plan_id": _plan,
     "workflow": _workflow,
+    "replica_add": _replica_add,
 }
 
 

@@ -99,6 +99,8 @@ class PlacementRecord:
     replicas: int
     pool: str
     reason: str
+    #: the precision variant placed ("": the base model)
+    variant: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class TenantRecord:
     cohort_id: int | None
     created_at: datetime
     strict_priority: bool = False
+    quality: str | None = None
+    allow_degrade: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,10 @@ class RequestRecord:
     finished_at: datetime | None
     error: str | None
     result: dict[str, Any] | None
+    #: the quality class asked for (None: the tenant's default) and the steps that ran on
+    #: another precision variant than the preferred one: [{node, wanted, ran, kind, reason}]
+    quality: str | None = None
+    degradations: list[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +205,10 @@ class UsageRecord:
     device_ms: int
     cost_units: int
     recorded_at: datetime
-    adapter: str | None = None  # the LoRA adapter the step ran with (the tenant's name)
+    #: the precision variant that ran (None: the base model)
+    variant: str | None = None
+    #: the LoRA adapter that ran (None: none)
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)

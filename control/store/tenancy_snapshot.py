@@ -34,6 +34,19 @@ def selector_matches(selector: Mapping[str, Any], device: m.Device) -> bool:
     return "device_ids" not in selector or device.id in selector["device_ids"]
 
 
+def _tenant_spec(t: m.Tenant, cohorts: dict[int, str]) -> TenantSpec:
+    return TenantSpec(
+        tenant_id=t.name,
+        weight=t.weight,
+        priority_class=t.priority_class,
+        cohort=cohorts.get(t.cohort_id) if t.cohort_id is not None else None,
+        status=t.status,
+        strict_priority=t.strict_priority,
+        quality=t.quality,
+        allow_degrade=t.allow_degrade,
+    )
+
+
 def load_tenancy_config(session: Session) -> TenancyConfig:
     """Tenants that are not retired, their quotas, and headroom pools resolved to devices.
 
@@ -44,17 +57,7 @@ def load_tenancy_config(session: Session) -> TenancyConfig:
         select(m.Tenant).where(m.Tenant.status != "retired").order_by(m.Tenant.id)
     ).all()
     names = {t.id: t.name for t in tenants}
-    tenant_specs = tuple(
-        TenantSpec(
-            tenant_id=t.name,
-            weight=t.weight,
-            priority_class=t.priority_class,
-            cohort=cohorts.get(t.cohort_id) if t.cohort_id is not None else None,
-            status=t.status,
-            strict_priority=t.strict_priority,
-        )
-        for t in tenants
-    )
+    tenant_specs = tuple(_tenant_spec(t, cohorts) for t in tenants)
     quotas = session.scalars(select(m.Quota).order_by(m.Quota.id)).all()
     quota_specs = tuple(
         QuotaSpec(

@@ -28,6 +28,7 @@ from control.config import Settings, get_settings
 from control.core.canary_stats import CanaryConfig
 from control.core.capacity import CapacityAdmissionConfig
 from control.core.tenancy.config import TenancyManagerConfig
+from control.core.variant_config import VariantChoiceConfig
 from control.executor.protocol import Executor
 from control.runtime.types import UsageRecord
 from control.services import Services
@@ -174,6 +175,7 @@ def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> 
     )
     core = replace(serving_core_config(), capacity_admission=admission,
                    canary=_canary_config(gateway),
+                   variants=_variant_config(settings or get_settings()),
                    prefix_block_tokens=(settings or get_settings()).prefix_block_tokens)  # fmt: skip
     tenancy = TenancyManagerConfig(strict_priority_lead=gateway.strict_priority_lead)
     options = LiveOptions(resume_max_age_s=gateway.resume_max_age_s, core_config=core,
@@ -184,6 +186,15 @@ def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> 
     policies = policies_from_settings(settings, core)
     return replace(options, core_config=policies.core,
                    tenancy=tenancy_of(policies, options.tenancy))  # fmt: skip
+
+
+def _variant_config(settings: Any) -> VariantChoiceConfig:
+    """``LEGATO_EXACT_QUALITY_FLOOR`` (the setting comes with the precision loading of issue
+    27; until it is there, the core's default floor)."""
+    floor = getattr(settings, "exact_quality_floor", None)
+    if floor is None:
+        return VariantChoiceConfig()
+    return VariantChoiceConfig(exact_quality_floor=float(floor))
 
 
 def _canary_config(gateway: GatewaySettings) -> CanaryConfig:

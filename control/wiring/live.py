@@ -199,14 +199,15 @@ def build_runtime(
     with session_scope(factory) as session:
         state = load_fleet_state(session, include_declared=False)
     refs = {**state.model_refs, **options.model_refs}
-    models = tuple(m for m in _all_models(factory) if m.key in refs)
+    declared = _all_models(factory)  # options.model_refs may make declared models loadable
+    models = tuple(m for m in declared.models if m.key in refs)
     workflows = tuple(w for w in state.workflows if _runnable(w, {m.key for m in models}))
     blueprint = CoreBlueprint(
         devices=state.devices,
         models=models,
         workflows=workflows,
         tenancy=state.tenancy,
-        cost=state.cost,
+        cost=declared.cost,  # their cost weights (and their variants') too
         core_config=options.core_config,
         tenancy_config=options.tenancy,
         seed=options.seed,
@@ -253,10 +254,10 @@ def _indexes(refs: Mapping[str, ModelRef]) -> tuple[IndexSpec, ...]:
     return () if embed is None else (IndexSpec(DEMO_INDEX, DEMO_DOCUMENTS, embed),)
 
 
-def _all_models(factory: sessionmaker[Session]) -> tuple[Any, ...]:
-    """Core model specs of every active model, declared ones included (filtered by refs)."""
+def _all_models(factory: sessionmaker[Session]) -> FleetState:
+    """The fleet view of every active model, declared ones included (filtered by refs)."""
     with session_scope(factory) as session:
-        return load_fleet_state(session, include_declared=True).models
+        return load_fleet_state(session, include_declared=True)
 
 
 def _runnable(workflow: Any, model_keys: set[str]) -> bool:

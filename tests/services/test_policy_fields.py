@@ -25,7 +25,12 @@ from control.wiring.policies import policies_from_settings
 
 BASE = Policies(serving_core_config())
 #: a plain field with a closed set of string values: another allowed value
-OTHER_CHOICE = {"arrival": "critical_path"}
+OTHER_CHOICE = {
+    "arrival": "critical_path",
+    "exact": "balanced",
+    "balanced": "fast",
+    "fast": "exact",
+}
 
 
 def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:

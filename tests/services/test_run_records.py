@@ -193,8 +193,10 @@ def test_ended_is_the_record_replaced_by_its_end_field_for_field() -> None:
 
     later = T0 + timedelta(seconds=1)
     record = rec.RequestRecord(**{f.name: f"v-{f.name}" for f in fields(rec.RequestRecord)})
-    finish = FinishRequest("r", "succeeded", later, {"out": 1}, "none", T0, later)
+    notes = [{"node": "e", "wanted": "m:1", "ran": "m:1@int8", "kind": "degrade", "reason": "x"}]
+    finish = FinishRequest("r", "succeeded", later, {"out": 1}, "none", T0, later,
+                           degradations=notes)  # fmt: skip
     assert ended(record, finish) == replace(
         record, status="succeeded", result={"out": 1}, error="none", finished_at=later,
-        started_at=T0,
+        started_at=T0, degradations=notes,
     )  # fmt: skip

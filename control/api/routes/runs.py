@@ -56,7 +56,7 @@ async def create_run(
     lora = await attach_adapter(inference_of(gw), who.tenant_id, (name, version), body.adapter)
     started = await start_run(gw, who, (name, version), body.inputs, digest, key,
                               max_output_tokens=body.max_output_tokens,
-                              session_id=body.session_id, sampling=lora,
+                              session_id=body.session_id, sampling=lora, quality=body.quality,
                               announce_at_end=body.mode == "sync",
                               timeout_s=_timeout(gw, body))  # fmt: skip
     run_id = started.request.id

@@ -29,6 +29,9 @@ class RunCreate(Body):
         description="one of the tenant's LoRA adapters (GET /v1/adapters): the workflow's "
         "generate steps on the adapter's base model run with it",
     )  # fmt: skip
+    quality: Literal["exact", "balanced", "fast"] | None = Field(
+        None, description="which precision variant may serve it (None: the tenant's default)"
+    )
 
 
 class RunUsage(BaseModel):
@@ -59,6 +62,16 @@ class NodeRun(BaseModel):
     outputs: dict[str, Any] | None = None
 
 
+class VariantNote(BaseModel):
+    """A step that ran on another precision variant than its quality class preferred."""
+
+    node: str
+    wanted: str = Field(description="the model key its quality class preferred")
+    ran: str = Field(description="the model key (variant) that ran it")
+    kind: str = Field(description="upgrade (no replica of the preferred) or degrade (saturated)")
+    reason: str
+
+
 class RunOut(BaseModel):
     """A run as its tenant sees it: status, outputs when it succeeded, error otherwise, and
     per-node figures once it ended."""
@@ -74,6 +87,10 @@ class RunOut(BaseModel):
     retry_after_s: float | None = None
     received_at: datetime
     finished_at: datetime | None = None
+    quality: str | None = Field(None, description="the quality class asked for (None: default)")
+    degradations: list[VariantNote] | None = Field(
+        None, description="steps run on another precision variant than their class preferred"
+    )
 
 
 class WorkflowTrialCreate(RunCreate):

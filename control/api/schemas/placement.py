@@ -100,6 +100,10 @@ class PlacementOut(Dto):
     replicas: int
     pool: str
     reason: str
+    variant: str = ""
+
+
+VARIANT = "the precision variant placed (a model variant's precision); empty: the base model"
 
 
 class PlacementCreate(Body):
@@ -109,6 +113,7 @@ class PlacementCreate(Body):
     replicas: Positive = 1
     pool: PoolKind = "hot"
     reason: str = Field("", max_length=10_000)
+    variant: str = Field("", max_length=16, description=VARIANT)
 
 
 class PlacementUpdate(Body):
@@ -116,6 +121,7 @@ class PlacementUpdate(Body):
     replicas: Positive | None = None
     pool: PoolKind | None = None
     reason: str | None = Field(None, max_length=10_000)
+    variant: str | None = Field(None, max_length=16, description=VARIANT)
 
 
 class PlacementFilter(BaseModel):

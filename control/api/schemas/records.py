@@ -51,7 +51,8 @@ class UsageOut(Dto):
     device_ms: int
     cost_units: int
     recorded_at: datetime
-    adapter: str | None = Field(None, description="the LoRA adapter the step ran with")
+    variant: str | None = Field(None, description="the precision variant that ran (None: the base)")
+    adapter: str | None = Field(None, description="the LoRA adapter that ran (None: none)")
 
 
 class UsageTotals(BaseModel):

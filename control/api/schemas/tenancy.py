@@ -12,6 +12,11 @@ from db import vocab
 
 PriorityClass = Literal[vocab.PRIORITY_CLASSES]  # type: ignore[valid-type]
 TenantStatus = Literal[vocab.TENANT_STATUSES]  # type: ignore[valid-type]
+QualityClass = Literal[vocab.QUALITY_CLASSES]  # type: ignore[valid-type]
+QUALITY = "default quality class of its runs (precision variants); None: from its priority class"
+ALLOW_DEGRADE = (
+    "may the core run its steps on a cheaper variant when the preferred one is saturated"
+)
 QuotaResource = Literal[vocab.QUOTA_RESOURCES]  # type: ignore[valid-type]
 STRICT_PRIORITY = (
     "serve this tenant's work ahead of other tenants' lower-class work while it is less than "
@@ -48,6 +53,8 @@ class TenantOut(Dto):
     status: str
     cohort_id: int | None
     strict_priority: bool
+    quality: str | None = None
+    allow_degrade: bool = False
     created_at: datetime
 
 
@@ -58,6 +65,8 @@ class TenantCreate(Body):
     status: TenantStatus = "active"
     cohort_id: Id | None = None
     strict_priority: StrictBool = Field(False, description=STRICT_PRIORITY)
+    quality: QualityClass | None = Field(None, description=QUALITY)
+    allow_degrade: StrictBool = Field(False, description=ALLOW_DEGRADE)
 
 
 class TenantUpdate(Body):
@@ -67,6 +76,8 @@ class TenantUpdate(Body):
     status: TenantStatus | None = None
     cohort_id: Id | None = None
     strict_priority: StrictBool | None = Field(None, description=STRICT_PRIORITY)
+    quality: QualityClass | None = Field(None, description=QUALITY)
+    allow_degrade: StrictBool | None = Field(None, description=ALLOW_DEGRADE)
 
 
 class TenantFilter(BaseModel):

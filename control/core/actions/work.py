@@ -10,6 +10,7 @@ from types import MappingProxyType
 from control.core.routing.base import RouteChoice
 from control.core.types import InputRef
 from control.core.values import value
+from control.core.variant_choice import VariantDecision
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
@@ -47,6 +48,8 @@ class BatchItem:
     route: RouteChoice | None = None
     #: the LoRA adapter the step runs with ("": the base model)
     adapter: str = ""
+    #: which precision variant of the node's model runs it and why (None: no variants)
+    variant: VariantDecision | None = None
 
 
 @value

@@ -128,6 +128,10 @@ class TenantSpec:
     status: str = "active"
     # Its items overtake other tenants' lower-class items, within a bounded lead (see strict.py)
     strict_priority: bool = False
+    #: default quality class of its requests (None: from the priority class) and whether the
+    #: core may run its steps on a cheaper precision variant when the preferred one is saturated
+    quality: str | None = None
+    allow_degrade: bool = False
 
 
 @keeps_dict  # serialized with vars()

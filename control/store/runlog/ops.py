@@ -81,6 +81,8 @@ class BillStep:
     model_id: int | None = None
     device_id: int | None = None
     adapter: str | None = None  # the LoRA adapter the step ran with (the tenant's name)
+    #: the precision variant that ran (None: the base model; ``model_id`` is the base's)
+    variant: str | None = None
     #: a resumable run's step: its ``run_steps`` row (but ``request_id``), in the same commit
     kept: Mapping[str, Any] | None = None
 
@@ -103,6 +105,8 @@ class FinishRequest:
     error: str | None = None
     started_at: datetime | None = None
     first_token_at: datetime | None = None
+    #: steps run on another precision variant than their class preferred (None: none)
+    degradations: list[Any] | None = None
 
     def row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in _FINISH_FIELDS}
@@ -139,7 +143,9 @@ def fold_finishes(ops: Sequence[Any], finishes: list[int], accepts: list[int]) -
 
 
 #: Columns a new request leaves unset (NULL): a JSON column would store None as JSON null.
-_UNSET_ON_ACCEPT = frozenset({"started_at", "first_token_at", "finished_at", "error", "result"})
+_UNSET_ON_ACCEPT = frozenset(
+    {"started_at", "first_token_at", "finished_at", "error", "result", "degradations"}
+)
 _RECORD_FIELDS = tuple(rec.RequestRecord.__dataclass_fields__)
 
 
