@@ -11,6 +11,7 @@ from __future__ import annotations
 from control.core.cluster import Cluster
 from control.core.context import Policies
 from control.core.parts import Catalog, Queues
+from control.core.routing.adapters import step_adapter
 from control.core.state import QueuedStep
 from control.core.variant_choice import VariantOption, choose
 
@@ -39,8 +40,12 @@ def choose_for_step(
     pol: Policies, catalog: Catalog, cluster: Cluster, queues: Queues, step: QueuedStep,
     now: float,
 ) -> str:  # fmt: skip
-    """The model key that serves ``step`` (its node's base model or one of its variants)."""
+    """The model key that serves ``step`` (its node's base model or one of its variants). A
+    step with a LoRA adapter runs on the base: adapters are trained on, and loaded onto, the
+    base model's own weights."""
     base = step.node.model or ""
+    if step_adapter(step):
+        return base
     options = []
     for key in (base, *catalog.variants.get(base, ())):
         spec = catalog.models.get(key)

@@ -54,8 +54,7 @@ POLICY_FIELDS: dict[str, Exposure] = {
         ),
         live=True,
     ),  # fmt: skip
-    # LEGATO_EXACT_QUALITY_FLOOR joins this row when the precision helper's setting is merged
-    "variants": Exposure((_ALL,), live=True),
+    "variants": Exposure(("exact_quality_floor", _ALL), live=True),
     "fair_share": Exposure(("fair_share", _ALL), live=True),
     "fair_share_config": Exposure((_ALL,), live=True),
 }

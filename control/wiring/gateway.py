@@ -189,12 +189,9 @@ def live_options(gateway: GatewaySettings, settings: Settings | None = None) -> 
 
 
 def _variant_config(settings: Any) -> VariantChoiceConfig:
-    """``LEGATO_EXACT_QUALITY_FLOOR`` (the setting comes with the precision loading of issue
-    27; until it is there, the core's default floor)."""
-    floor = getattr(settings, "exact_quality_floor", None)
-    if floor is None:
-        return VariantChoiceConfig()
-    return VariantChoiceConfig(exact_quality_floor=float(floor))
+    """The core's variant choice with ``LEGATO_EXACT_QUALITY_FLOOR`` (the floor the console's
+    variants panel and the variants API read out too)."""
+    return VariantChoiceConfig(exact_quality_floor=float(settings.exact_quality_floor))
 
 
 def _canary_config(gateway: GatewaySettings) -> CanaryConfig:

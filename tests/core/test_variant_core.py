@@ -17,7 +17,7 @@ from control.core.types import Request
 from control.core.variant_choice import DEGRADE, PREFERRED
 from control.core.variant_config import VariantChoiceConfig
 from tests.core.fakes import FcfsTenancy
-from tests.support.builders import EMBED, devices, latency, make_core, single
+from tests.support.builders import EMBED, LLM, devices, latency, make_core, single
 
 INT8 = replace(EMBED, precision="int8", base=EMBED.key, memory_mib=30, quality_score=0.97)
 BASE_DEV, INT8_DEV = "d000", "d001"
@@ -85,3 +85,21 @@ def test_exact_is_never_degraded_below_the_floor() -> None:
     got = _saturate(core_with(0.97, degrade_wait_us=0, allow=True))
     assert {k for k, _ in got.values()} == {EMBED.key}
     assert any("no cheaper variant allowed" in v[1].reason for v in got.values())
+
+
+def test_a_step_with_a_lora_adapter_runs_on_the_base_even_when_fast_is_asked() -> None:
+    """Adapters are trained on and loaded onto the base's weights: the variant choice leaves a
+    step carrying one on the base model, while the same fast request without one takes int8."""
+    llm8 = replace(LLM, precision="int8", base=LLM.key, memory_mib=90, quality_score=0.97)
+    core = make_core(FcfsTenancy(), models=(LLM, llm8), devs=devices(2),
+                     replicas=[(LLM.key, BASE_DEV), (llm8.key, INT8_DEV)],
+                     workflows=[single(LLM)], lat=latency((LLM, llm8)))  # fmt: skip
+    core.ingest(TenancyConfigChanged(TenancyConfig((TenantSpec("t1", 1),))), 0.0)
+    wf = single(LLM)["workflow"]
+    core.submit(Request("plain", "t1", wf, prompt_tokens=16, max_output_tokens=4,
+                        quality="fast"), 0.0)  # fmt: skip
+    core.submit(Request("tuned", "t1", wf, prompt_tokens=16, max_output_tokens=4, quality="fast",
+                        adapter="lora-1", adapter_model=LLM.key), 0.0)  # fmt: skip
+    got = dispatched(core)
+    assert got["plain"][0] == llm8.key
+    assert got["tuned"][0] == LLM.key
