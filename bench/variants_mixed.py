@@ -23,9 +23,10 @@ and, on the variants fleet first, the exact tenant alone (``solo``). Figures:
   per batch the core formed) and ``device_ms_per_call``: the ledger's mean worker time per call
   of each variant (a batch's time shared among its items); ``load_average`` before and after.
 
-Until the precision loading of issue 27 is in the executor, it loads a variant's weights as
-they are: the "int8" replica then runs MiniLM at fp32, and any gain comes from how the core
-splits the tenants between the replicas (batching, isolation), not from cheaper kernels.
+The int8 replica runs torch's dynamic int8 kernels (``control.executor.precision``): its
+``device_ms_per_call`` shows it. The two workers are not pinned to cores: on a 2-core machine
+they share the cores with the gateway and the load generator, so the fast tenant's load slows
+the exact tenant's worker too (a GPU's device budget would not be shared that way).
 
 Run: ``python bench/variants_mixed.py`` (prints one JSON object). Never a timed test.
 """
