@@ -88,6 +88,12 @@ class CrudService(ServiceBase, Generic[RecT]):
         return {c.name: c for c in cls.repository.row_type.__table__.columns}
 
     @classmethod
+    def _default_of(cls, name: str) -> Any:
+        """The scalar default of column ``name`` (None when it has none)."""
+        default = cls._columns()[name].default
+        return default.arg if default is not None and default.is_scalar else None
+
+    @classmethod
     def _writable(cls) -> set[str]:
         return {n for n, c in cls._columns().items() if not c.primary_key} - {cls.stamp_field}
 
@@ -140,7 +146,8 @@ class CrudService(ServiceBase, Generic[RecT]):
     def _check_unique(self, session: Session, merged: Mapping[str, Any], current: Any) -> None:
         repo = self.repository(session)
         for key in self.unique_keys:
-            wanted = {k: merged.get(k) for k in key}
+            # a column left out of a create takes its default (``variant`` ""), not NULL
+            wanted = {k: merged[k] if k in merged else self._default_of(k) for k in key}
             found = repo.find_one(**wanted)
             if found is not None and (current is None or found.id != current.id):
                 raise DuplicateName(self.entity, wanted)
