@@ -25,20 +25,19 @@ from control.core.tenancy.cost import ModelCostWeight
 from control.core.types import ModelSpec
 from control.core.variants import precision_of, variant_key
 from control.executor.protocol import ModelRef
-from db import models as m
+from control.store.variants import VariantRecord, VariantRepository
 
 #: Memory of a variant against its fp32 base when not measured (see the module docstring).
 MEMORY_RATIO = {"fp32": 1.0, "bf16": 0.5, "fp16": 0.5, "int8": 1 / 3.5, "int4": 1 / 6}
 
 
-def active_variants(session: Session, model_ids: set[int]) -> list[m.ModelVariant]:
+def active_variants(session: Session, model_ids: set[int]) -> list[VariantRecord]:
     """Active variants of the given models, by id (fp32 rows are the base itself: skipped)."""
-    rows = session.query(m.ModelVariant).order_by(m.ModelVariant.id)
-    return [v for v in rows if v.model_id in model_ids and v.status == "active"
-            and v.precision != "fp32"]  # fmt: skip
+    rows = VariantRepository(session).list(status="active")
+    return [v for v in rows if v.model_id in model_ids and v.precision != "fp32"]
 
 
-def variant_spec(base: ModelSpec, row: m.ModelVariant) -> ModelSpec:
+def variant_spec(base: ModelSpec, row: VariantRecord) -> ModelSpec:
     """The core's view of one variant of ``base``."""
     memory = row.memory_mib or max(1, math.ceil(base.memory_mib * MEMORY_RATIO[row.precision]))
     load_s = row.load_time_ms / 1000.0 if row.load_time_ms else base.load_time_s
@@ -53,7 +52,7 @@ def variant_ref(base: ModelRef, spec: ModelSpec) -> ModelRef:
 
 
 def variant_weight(base: ModelCostWeight, base_mib: int, spec: ModelSpec,
-                   row: m.ModelVariant) -> ModelCostWeight:  # fmt: skip
+                   row: VariantRecord) -> ModelCostWeight:  # fmt: skip
     """Price of a variant's work: its own weight, else the base's scaled by memory."""
     if row.cost_weight_milli is not None:
         return ModelCostWeight(row.cost_weight_milli, row.cost_weight_milli)
