@@ -10,11 +10,10 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
-from control.config import get_settings
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import ValidationError
-from control.services.model_sources import SourceRoots, configured_roots
+from control.services.model_sources import LazyRoots, SourceRoots
 from control.store import records as rec
 from control.store import repositories as repo
 from db import vocab
@@ -62,16 +61,12 @@ class ModelService(CrudService[rec.ModelRecord]):
         source_roots: Iterable[Path | str] | None = None,
     ) -> None:
         super().__init__(factory, clock)
-        self._roots_given = None if source_roots is None else tuple(source_roots)
-        self._roots: SourceRoots | None = None
+        self._roots = LazyRoots(source_roots)
 
     def source_roots(self) -> SourceRoots:
         """The roots local model folders must lie under (read from the settings on first use
         when none were given)."""
-        if self._roots is None:
-            given = self._roots_given
-            self._roots = SourceRoots(configured_roots(get_settings()) if given is None else given)
-        return self._roots
+        return self._roots.get()
 
     def _check_values(self, values: Mapping[str, Any]) -> None:
         # a create always names the task; an update is caught here when it sends both fields

@@ -17,12 +17,11 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from control.clock import utcnow
-from control.config import get_settings
 from control.services import lora_folders as lf
 from control.services import rules as r
 from control.services.base import CrudService, Reference
 from control.services.errors import ValidationError
-from control.services.model_sources import SourceRoots, configured_roots
+from control.services.model_sources import LazyRoots
 from control.store import repositories as repo
 from control.store.adapters import LoraAdapterRecord, LoraAdapterRepository
 
@@ -63,12 +62,7 @@ class LoraAdapterService(CrudService[LoraAdapterRecord]):
         source_roots: Iterable[Path | str] | None = None,
     ) -> None:
         super().__init__(factory, clock)
-        self._roots_given = None if source_roots is None else tuple(source_roots)
-
-    def _roots(self) -> SourceRoots:
-        given = self._roots_given
-        roots = configured_roots(get_settings()) if given is None else given
-        return SourceRoots(roots, what="an adapter folder")
+        self._roots = LazyRoots(source_roots, what="an adapter folder")
 
     def create(self, actor: str, **values: Any) -> LoraAdapterRecord:
         """Register an adapter: the folder is confined and read first (ValidationError naming
@@ -77,7 +71,7 @@ class LoraAdapterService(CrudService[LoraAdapterRecord]):
             if given in values:
                 raise ValidationError(given, values[given], "is read from the adapter folder")
         self._check_fields(values, creating=True)
-        folder = self._roots().confine("path", values["path"])
+        folder = self._roots.get().confine("path", values["path"])
         found = lf.read_adapter(folder)
         return super().create(
             actor, **{**values, "path": str(folder), "rank": found.rank,

@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
-from control.config import Settings
+from control.config import Settings, get_settings
 from control.services.errors import ValidationError
 
 #: The installed model packages the executor loads from (module name -> source kind). Here,
@@ -76,3 +76,19 @@ class SourceRoots:
             f"{self.what} must lie under one of the {self.label}: {shown} "
             f"(setting {self.setting}); this path resolves to {resolved}",
         )  # fmt: skip
+
+
+class LazyRoots:
+    """The :class:`SourceRoots` a service confines folders to, built on first use: the roots
+    given, else the settings' (``configured_roots``). ``what`` names the folder in refusals."""
+
+    def __init__(self, given: Iterable[Path | str] | None, what: str = "a local model folder"):
+        self._given = None if given is None else tuple(given)
+        self._what = what
+        self._built: SourceRoots | None = None
+
+    def get(self) -> SourceRoots:
+        if self._built is None:
+            roots = configured_roots(get_settings()) if self._given is None else self._given
+            self._built = SourceRoots(roots, what=self._what)
+        return self._built
