@@ -94,7 +94,7 @@ class Dispatcher:
             params = mapping.gen_params(item, kind, self.stream_tokens, sampling)
             target = fetching if mapping.pending_fetches(inputs) else ready
             back = run is not None and (run.durable or item.node_id in run.output_nodes)
-            lora_ref = lora.adapter_ref(sampling, kind, d.model_key)
+            lora_ref = lora.adapter_ref(sampling, item.adapter)
             target.append(mapping.exec_item(item, inputs, params, return_output=back,
                                             adapter=lora_ref))  # fmt: skip
         expected_ms = d.predicted_us / 1000.0 if d.predicted_us > 0 else None

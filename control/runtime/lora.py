@@ -4,7 +4,7 @@ The gateway resolves the run's ``adapter`` (a name of the tenant's) to the adapt
 replicas, its folder, its base model and its load time, and puts them under :data:`LORA` in the
 run's ``sampling`` (the settings of the run's generate steps, recorded with the request, so a
 resumed run keeps its adapter). Here they become the core request's adapter fields and, for
-each generate step on the adapter's base model, the executor item's :class:`AdapterRef`.
+each item the core dispatched with the adapter, the executor item's :class:`AdapterRef`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import replace
 from typing import Any
 
 from control.core.types import Request
-from control.core.variants import base_of
 from control.executor.protocol import AdapterRef
 
 #: the key of ``sampling`` holding the run's adapter: {"name", "path", "model", "load_s",
@@ -33,17 +32,13 @@ def with_adapter(request: Request, sampling: Mapping[str, Any] | None) -> Reques
     )  # fmt: skip
 
 
-def adapter_ref(
-    sampling: Mapping[str, Any] | None, kind: str, model_key: str | None
-) -> AdapterRef | None:
-    """The adapter a step of ``kind`` on replica model ``model_key`` runs with: the run's, on
-    a generate step of its base model (a precision variant of it included); else None."""
+def adapter_ref(sampling: Mapping[str, Any] | None, adapter: str) -> AdapterRef | None:
+    """The executor's reference to ``adapter``, the adapter the core gave a dispatched item
+    (``BatchItem.adapter``; "" none): its name on replicas and the run's folder."""
     lora = (sampling or {}).get(LORA)
-    if not lora or kind != "generate" or model_key is None:
+    if not adapter or not lora:
         return None
-    if base_of(model_key) != lora["model"]:
-        return None
-    return AdapterRef(str(lora["name"]), str(lora["path"]))
+    return AdapterRef(adapter, str(lora["path"]))
 
 
 def billed_name(sampling: Mapping[str, Any] | None) -> str | None:
