@@ -26,8 +26,8 @@ from control.api.settings import GatewayConfig
 from control.executor.protocol import DeviceInfo, ModelRef
 from control.runtime.live import InitialReplica
 from control.wiring.live import serving_core_config
-from tests.api.conftest import ADMIN_TOKEN, client_for
-from tests.support.live_gateway import live_app, live_world
+from tests.api.conftest import ADMIN_TOKEN
+from tests.support.live_gateway import live_app, live_world, started_clients
 
 SHARED, DEEP = "fork-shared:1", "fork-deep:1"
 REFS = {SHARED: ModelRef(SHARED, "generate", "tiny", "gpt2"),
@@ -91,15 +91,8 @@ async def fork_gateway(
                    memory_mib=2048, core_config=core,
                    placement=[InitialReplica(SHARED, DEVICES[0]), InitialReplica(DEEP, DEVICES[1])],
                    devices=[DeviceInfo(d, "cpu", i, 2048, cpu_core=i) for i, d in enumerate(DEVICES)])  # fmt: skip
-    inference = app.state.gateway.inference
-    await inference.start()
-    client, admin = client_for(app, key), client_for(app, ADMIN_TOKEN)
-    try:
-        yield client, admin
-    finally:
-        await client.aclose()
-        await admin.aclose()
-        await inference.stop()
+    async with started_clients(app, key) as clients:
+        yield clients
 
 
 async def run_once(client: httpx.AsyncClient, text: str = "plan the next step") -> dict:

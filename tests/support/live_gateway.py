@@ -128,6 +128,16 @@ async def embed_clients(
     app = live_app(world, TINY_EMBED_REFS, GatewayConfig(admin_token=ADMIN_TOKEN,
                                                           sync_timeout_s=30),
                    also_settled=also_settled, core_config=core_config)  # fmt: skip
+    async with started_clients(app, key) as clients:
+        yield clients
+
+
+@asynccontextmanager
+async def started_clients(
+    app: FastAPI, key: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """The clients of tenant ``key`` and of the admin on ``app``, its live path started;
+    both closed and the live path stopped on exit."""
     inference = app.state.gateway.inference
     await inference.start()
     client, admin = client_for(app, key), client_for(app, ADMIN_TOKEN)
