@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 #: PEFT's name for "no adapter" in ``adapter_names``
 BASE = "__base__"
 DEFAULT_MAX_ADAPTERS = 8
+EVICTIONS_KEPT = 64
 
 
 def max_adapters(options: dict) -> int:
@@ -51,7 +52,7 @@ class LoraSlots:
         self.peft: Any = None  # the PeftModel, from the first adapter on
         self._lru: OrderedDict[str, str] = OrderedDict()  # name -> folder
         self.loads = 0  # adapters loaded since start (a load after an eviction counts again)
-        self.evicted: list[str] = []  # names, in eviction order
+        self.evicted: list[str] = []  # the last EVICTIONS_KEPT names, in eviction order
 
     @property
     def held(self) -> tuple[str, ...]:
@@ -86,6 +87,7 @@ class LoraSlots:
             if name not in busy:
                 self._drop(name)
                 self.evicted.append(name)
+                del self.evicted[:-EVICTIONS_KEPT]  # a long-lived replica keeps a bounded tail
 
     def _load(self, ref: AdapterRef) -> None:
         from peft import PeftModel
